@@ -1,0 +1,126 @@
+// Package rabbitadmin reads a RabbitMQ broker through its management HTTP
+// API: what exchanges, queues and bindings exist and how deep the queues are.
+// AMQP cannot list bindings, so `islectl topology verify` needs this to
+// compare them with the table.
+package rabbitadmin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/eisland/isle/topology"
+)
+
+// Client reads one virtual host.
+type Client struct {
+	base  *url.URL
+	vhost string
+	http  *http.Client
+}
+
+// New returns a client for the management API at rawURL (credentials in its
+// userinfo) and the virtual host vhost.
+func New(rawURL, vhost string) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("rabbitadmin: management URL %q is not absolute", rawURL)
+	}
+	return &Client{base: u, vhost: vhost, http: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+func (c *Client) get(ctx context.Context, what string, v any) error {
+	base := *c.base
+	base.User = nil
+	endpoint := strings.TrimSuffix(base.String(), "/") + "/api/" + what + "/" + url.PathEscape(c.vhost)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return err
+	}
+	if c.base.User != nil {
+		pass, _ := c.base.User.Password()
+		req.SetBasicAuth(c.base.User.Username(), pass)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("rabbitadmin: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("rabbitadmin: GET %s: %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("rabbitadmin: GET %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+type exchange struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Durable    bool   `json:"durable"`
+	AutoDelete bool   `json:"auto_delete"`
+}
+
+// Queue is a queue as the management API reports it.
+type Queue struct {
+	Name       string         `json:"name"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Arguments  map[string]any `json:"arguments"`
+	Messages   int64          `json:"messages"`
+	Ready      int64          `json:"messages_ready"`
+	Unacked    int64          `json:"messages_unacknowledged"`
+	Consumers  int            `json:"consumers"`
+}
+
+type binding struct {
+	Source          string `json:"source"`
+	Destination     string `json:"destination"`
+	DestinationType string `json:"destination_type"`
+	RoutingKey      string `json:"routing_key"`
+}
+
+// Queues lists the vhost's queues with their depths.
+func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
+	var qs []Queue
+	err := c.get(ctx, "queues", &qs)
+	return qs, err
+}
+
+// Snapshot reads the vhost's exchanges, queues and queue bindings.
+func (c *Client) Snapshot(ctx context.Context) (topology.Live, error) {
+	var (
+		exs []exchange
+		bs  []binding
+	)
+	if err := c.get(ctx, "exchanges", &exs); err != nil {
+		return topology.Live{}, err
+	}
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return topology.Live{}, err
+	}
+	if err := c.get(ctx, "bindings", &bs); err != nil {
+		return topology.Live{}, err
+	}
+	live := topology.Live{Exchanges: make(map[string]topology.LiveExchange), Queues: make(map[string]topology.LiveQueue)}
+	for _, e := range exs {
+		live.Exchanges[e.Name] = topology.LiveExchange{Type: e.Type, Durable: e.Durable, AutoDelete: e.AutoDelete}
+	}
+	for _, q := range qs {
+		live.Queues[q.Name] = topology.LiveQueue{Durable: q.Durable, AutoDelete: q.AutoDelete, Args: q.Arguments}
+	}
+	for _, b := range bs {
+		if b.DestinationType == "queue" && b.Source != "" {
+			live.Bindings = append(live.Bindings, topology.Binding{Exchange: b.Source, Queue: b.Destination, RoutingKey: b.RoutingKey})
+		}
+	}
+	return live, nil
+}

@@ -1,0 +1,84 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ExchangeKind is the type of every exchange of the contract.
+const ExchangeKind = amqp.ExchangeDirect
+
+// Declare creates every exchange, queue and binding of t on conn. It is
+// idempotent: declaring what already exists with the same arguments changes
+// nothing. A queue that exists with other arguments cannot be changed by a
+// declaration (RabbitMQ answers PRECONDITION_FAILED); Declare reports each such
+// conflict and goes on with the rest, so one run names every problem.
+// Exchanges come first, so a dead-letter exchange exists before anything can
+// be dead-lettered to it.
+func (t *Topology) Declare(conn *amqp.Connection) error {
+	p := &prober{conn: conn}
+	defer p.close()
+	var errs []error
+	for _, ex := range t.exchanges {
+		err := p.do(func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclare(ex, ExchangeKind, true, false, false, false, nil)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("declare exchange %s: %w", ex, err))
+		}
+	}
+	for _, q := range t.Queues() {
+		err := p.do(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(q.Args))
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("declare queue %s: %w", q.Name, err))
+			if amqpCode(err) != amqp.PreconditionFailed {
+				continue
+			}
+			// The queue exists with other arguments: still bind it, so its
+			// messages are routed rather than dropped until it is fixed.
+		}
+		err = p.do(func(ch *amqp.Channel) error { return ch.QueueBind(q.Name, q.RoutingKey, q.Exchange, false, nil) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bind queue %s: %w", q.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prober runs channel operations, replacing the channel after the broker
+// closed it for a failed one (any channel error closes the channel).
+type prober struct {
+	conn *amqp.Connection
+	ch   *amqp.Channel
+}
+
+func (p *prober) do(op func(*amqp.Channel) error) error {
+	if p.ch == nil || p.ch.IsClosed() {
+		ch, err := p.conn.Channel()
+		if err != nil {
+			return fmt.Errorf("open channel: %w", err)
+		}
+		p.ch = ch
+	}
+	return op(p.ch)
+}
+
+func (p *prober) close() {
+	if p.ch != nil && !p.ch.IsClosed() {
+		_ = p.ch.Close()
+	}
+}
+
+// amqpCode returns the AMQP reply code of err, or 0.
+func amqpCode(err error) int {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return 0
+}

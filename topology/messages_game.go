@@ -1,0 +1,16 @@
+package topology
+
+// ScoreUpsert is ScoreUpsertMessage (domain "mini-game-score"): a score to
+// keep if it beats the user's best. SubmitID is the client's idempotency key.
+type ScoreUpsert struct {
+	SubmitID      string `json:"submitId"`
+	UserID        *int64 `json:"userId"` // Java Long: may be null
+	GameID        string `json:"gameId"` // 2048, tetris, snake
+	Score         int64  `json:"score"`
+	DurationMs    int64  `json:"durationMs"`
+	Moves         int32  `json:"moves"`
+	AchievedAt    int64  `json:"achievedAt"` // epoch milliseconds
+	ClientVersion string `json:"clientVersion"`
+	TraceID       string `json:"traceId"`
+	LastError     string `json:"lastError"`
+}

@@ -1,0 +1,9 @@
+package topology
+
+// ObjectReplication is ObjectReplicationMessage (domain "object-replication"):
+// replicate the object of one object_replication_task row.
+type ObjectReplication struct {
+	TaskID    *int64 `json:"taskId"` // Java Long: may be null
+	TraceID   string `json:"traceId"`
+	LastError string `json:"lastError"`
+}

@@ -1,0 +1,137 @@
+package topology
+
+import "time"
+
+// DefaultPrefix is the first segment of every exchange, queue and routing key.
+const DefaultPrefix = "eisland"
+
+// MaxPriority is the x-max-priority of the object replication queue (seed 002).
+const MaxPriority = 10
+
+// Domain names, as used by `worker -handlers`, configuration and metrics.
+const (
+	DomainEmail             = "email"
+	DomainPaymentNotify     = "payment-notify"
+	DomainPaymentReceipt    = "payment-receipt"
+	DomainAgentBilling      = "agent-billing"
+	DomainAgentUsageStats   = "agent-usage-stats"
+	DomainObjectReplication = "object-replication"
+	DomainIdentityMaterial  = "identity-material"
+	DomainMiniGameScore     = "mini-game-score"
+)
+
+// spec is one row of the seed's tables, with names still unprefixed.
+// Queue names end in ".queue" except the DLQs, exactly as the seed spells them.
+type spec struct {
+	name        string
+	exchange    string // exchange name after the prefix
+	queue       string // main queue after the prefix
+	routingKey  string // main routing key after the prefix
+	retryQueue  string // "" when the domain has no retry (usage stats)
+	retryKey    string
+	dlq         string // "" when the domain has no DLQ (usage stats)
+	dlqKey      string
+	retryDelay  time.Duration
+	maxRetries  int
+	retryHeader string
+	maxPriority int
+	dlqTable    string // MySQL table the DLQ consumer writes
+	message     string // Java record name of the domain's message
+}
+
+// exchanges is seed 002 "Exchange Topology", in the seed's order.
+var exchanges = []string{
+	"email.verify.exchange",
+	"payment.notify.exchange",
+	"agent.billing.exchange",
+	"object.replication.exchange",
+	"identity.material.exchange",
+	"mini-game.exchange",
+}
+
+// table is seed 002: "Queue Topology" of each domain and the
+// "Retry Configuration Summary", in the order of the seed's Queue Summary.
+var table = []spec{
+	{
+		name: DomainEmail, exchange: "email.verify.exchange",
+		queue: "email.verify.dispatch.queue", routingKey: "email.verify.dispatch",
+		retryQueue: "email.verify.retry.queue", retryKey: "email.verify.retry",
+		dlq: "email.verify.dlq", dlqKey: "email.verify.dlq",
+		retryDelay: 10 * time.Second, maxRetries: 3, retryHeader: "x-email-retry-count",
+		dlqTable: "email_dispatch_dlq_log", message: "EmailCodeDispatchMessage",
+	},
+	{
+		name: DomainPaymentNotify, exchange: "payment.notify.exchange",
+		queue: "payment.notify.process.queue", routingKey: "payment.notify.process",
+		retryQueue: "payment.notify.retry.queue", retryKey: "payment.notify.retry",
+		dlq: "payment.notify.dlq", dlqKey: "payment.notify.dlq",
+		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-payment-retry-count",
+		dlqTable: "payment_dlq_log", message: "PaymentNotifyMessage",
+	},
+	{
+		name: DomainPaymentReceipt, exchange: "payment.notify.exchange",
+		queue: "payment.receipt.dispatch.queue", routingKey: "payment.receipt.dispatch",
+		retryQueue: "payment.receipt.retry.queue", retryKey: "payment.receipt.retry",
+		dlq: "payment.receipt.dlq", dlqKey: "payment.receipt.dlq",
+		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-payment-receipt-retry-count",
+		dlqTable: "payment_dlq_log", message: "PaymentReceiptDispatchMessage",
+	},
+	{
+		name: DomainAgentBilling, exchange: "agent.billing.exchange",
+		queue: "agent.billing.deduct.queue", routingKey: "agent.billing.deduct",
+		retryQueue: "agent.billing.deduct.retry.queue", retryKey: "agent.billing.deduct.retry",
+		dlq: "agent.billing.deduct.dlq", dlqKey: "agent.billing.deduct.dlq",
+		retryDelay: 5 * time.Second, maxRetries: 5, retryHeader: "x-agent-billing-retry-count",
+		dlqTable: "agent_billing_dlq_log", message: "AgentBillingDeductMessage",
+	},
+	{
+		name: DomainAgentUsageStats, exchange: "agent.billing.exchange",
+		queue: "agent.usage-stats.queue", routingKey: "agent.usage-stats",
+		message: "AgentUsageStatsMessage",
+	},
+	{
+		name: DomainObjectReplication, exchange: "object.replication.exchange",
+		queue: "object.replication.process.queue", routingKey: "object.replication.process",
+		retryQueue: "object.replication.retry.queue", retryKey: "object.replication.retry",
+		dlq: "object.replication.dlq", dlqKey: "object.replication.dlq",
+		retryDelay: 15 * time.Second, maxRetries: 6, retryHeader: "x-object-replication-retry-count",
+		maxPriority: MaxPriority,
+		dlqTable:    "object_replication_log", message: "ObjectReplicationMessage",
+	},
+	{
+		name: DomainIdentityMaterial, exchange: "identity.material.exchange",
+		queue: "identity.material.upload.queue", routingKey: "identity.material.upload",
+		retryQueue: "identity.material.upload.retry.queue", retryKey: "identity.material.upload.retry",
+		dlq: "identity.material.upload.dlq", dlqKey: "identity.material.upload.dlq",
+		retryDelay: 10 * time.Second, maxRetries: 3, retryHeader: "x-identity-material-retry-count",
+		dlqTable: "identity_material_dlq_log", message: "IdentityMaterialMessage",
+	},
+	{
+		name: DomainMiniGameScore, exchange: "mini-game.exchange",
+		queue: "mini-game.score.upsert.queue", routingKey: "mini-game.score.upsert",
+		retryQueue: "mini-game.score.upsert.retry.queue", retryKey: "mini-game.score.upsert.retry",
+		dlq: "mini-game.score.upsert.dlq", dlqKey: "mini-game.score.upsert.dlq",
+		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-mini-game-score-retry-count",
+		dlqTable: "mini_game_score_dlq_log", message: "ScoreUpsertMessage",
+	},
+}
+
+// DomainNames lists every domain in table order.
+func DomainNames() []string {
+	names := make([]string, len(table))
+	for i, s := range table {
+		names[i] = s.name
+	}
+	return names
+}
+
+// SeedRetry returns the seed's retry policy of a domain; ok is false for an
+// unknown domain or one without retries (usage stats).
+func SeedRetry(domain string) (p RetryPolicy, ok bool) {
+	for _, s := range table {
+		if s.name == domain && s.retryQueue != "" {
+			return RetryPolicy{MaxRetries: s.maxRetries, Delay: s.retryDelay}, true
+		}
+	}
+	return RetryPolicy{}, false
+}
