@@ -1,0 +1,112 @@
+package keys
+
+import "time"
+
+// Seed 000 TTLs and limits that callers apply.
+const (
+	VerifyCodeTTL      = 5 * time.Minute
+	VerifyCooldownTTL  = 60 * time.Second
+	VerifyMaxAttempts  = 5
+	VerifyRateIPTTL    = time.Hour
+	VerifyRateHourTTL  = time.Hour
+	IdentityRateTTL    = 300 * time.Second
+	IdentityStatusTTL  = time.Hour
+	ReplayNonceTTL     = 5 * time.Minute
+	PaymentLockTTL     = 15 * time.Second
+	PaymentNotifyTTL   = 30 * 24 * time.Hour
+	PaymentChannelTTL  = 30 * 24 * time.Hour
+	PricingCacheTTL    = 30 * time.Minute
+	HighScoreTTL       = time.Hour
+	UserMetaTTL        = time.Hour
+	ScoreSubmitTTL     = 24 * time.Hour
+	ScoreLockTTL       = 10 * time.Second
+	ScoreRateWindow    = 60 * time.Second
+	GameSessionTTL     = 6 * time.Hour
+	LeaderboardSize    = 200
+	BanBloomBits       = 1_000_003
+	BanBloomHashes     = 6
+	DeductionMarkerTTL = 7 * 24 * time.Hour
+)
+
+// The key families. Their order is the order of seed 000's sections.
+var (
+	// DB 2 — email verification.
+	VerifyCode         = family("verify:code:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
+	VerifyAttempts     = family("verify:attempts:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
+	VerifyCooldown     = family("verify:cooldown:{scene}:{email}", DBVerify, VerifyCooldownTTL, false)
+	VerifyRateIP       = family("verify:rate:ip:{ip}", DBVerify, VerifyRateIPTTL, false)
+	VerifyRateHour     = family("verify:rate:email:hour:{email}", DBVerify, VerifyRateHourTTL, false)
+	VerifyRateDay      = family("verify:rate:email:day:{email}", DBVerify, 0, false) // expires at the end of the UTC+8 day
+	IdentityRate       = family("identity:rate:{username}", DBIdentity, IdentityRateTTL, false)
+	IdentityVerified   = family("identity:verified:{username}", DBIdentity, IdentityStatusTTL, true)
+	LoginFailures      = family("auth:limit:login:failures:{key}", DBAuthSecurity, 15*time.Minute, false)
+	LoginLock          = family("auth:limit:login:lock:{key}", DBAuthSecurity, 10*time.Minute, false)
+	RegisterAttempts   = family("auth:limit:register:attempts:{ip}", DBAuthSecurity, time.Hour, false)
+	ReplayNonce        = family("auth:replay:{principal}:{method}:{uri}:{nonce}", DBAuthSecurity, ReplayNonceTTL, false)
+	AvatarUploadIP     = family("upload:limit:user-avatar:ip:{ip}", DBUploadRate, time.Hour, false)
+	AvatarUploadUser   = family("upload:limit:user-avatar:account:{account}", DBUploadRate, time.Hour, false)
+	WallpaperUpload    = family("wallpaper:upload:{ownerUsername}", DBUploadRate, time.Hour, false)
+	BanBloom           = family("user:ban:bloom", DBUserBan, 0, false)
+	BanSet             = family("user:ban:set", DBUserBan, 0, false)
+	ProMonthPrice      = family("payment:pricing:pro-month:amount-fen", DBPayment, 0, false)
+	OrderChannel       = family("payment:order:channel:{outTradeNo}", DBPayment, PaymentChannelTTL, false)
+	OrderReceiptEmail  = family("payment:order:receipt-email:{outTradeNo}", DBPayment, 0, false) // order expiry + 60 min
+	ActiveOrder        = family("payment:user:active-order:{username}", DBPayment, 0, false)     // order expiry + 5 min
+	NotifyDone         = family("payment:notify:done:{channel}:{outTradeNo}:{transactionId}", DBPayment, PaymentNotifyTTL, false)
+	OrderOpLock        = family("payment:order:op-lock:{outTradeNo}", DBPayment, PaymentLockTTL, false)
+	OrderCreateLock    = family("payment:lock:create:{product}:{username}", DBPayment, PaymentLockTTL, false)
+	AgentBalance       = family("agent:balance:{username}", DBAgentBilling, 0, false)
+	AgentPending       = isle(family("agent:pending:{username}", DBAgentBilling, 0, false))
+	AgentDeduction     = isle(family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false))
+	AgentUsage         = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
+	AgentUsageModels   = family("agent:usage:__models__", DBAgentPricing, 0, false)
+	AgentPricing       = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
+	HighScore          = family("mg:score:high:{gameId}:{userId}", DBMiniGame, HighScoreTTL, true)
+	Leaderboard        = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
+	UserMeta           = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
+	ScoreSubmitOnce    = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false)
+	ScoreLock          = family("mg:score:lock:{gameId}:{userId}", DBMiniGame, ScoreLockTTL, false)
+	ScoreSubmitRate    = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
+	LeaderboardRefresh = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
+	GameSession        = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
+	LeaderLease        = isle(family("isle:leader:{job}", DBDefault, 0, false))
+)
+
+// AgentBalance is the hot balance of a user, a decimal string with 8 places.
+func (b Builder) AgentBalance(username string) string { return b.Key(AgentBalance, username) }
+
+// AgentPending is the hash of a user's deductions not yet applied to MySQL.
+func (b Builder) AgentPending(username string) string { return b.Key(AgentPending, username) }
+
+// AgentDeduction marks a user's deduction id as taken, with the result it had.
+func (b Builder) AgentDeduction(username, id string) string {
+	return b.Key(AgentDeduction, username, id)
+}
+
+// AgentPricing is the cache-aside copy of a model's pricing row.
+func (b Builder) AgentPricing(model string) string { return b.Key(AgentPricing, model) }
+
+// AgentUsage is the per-model usage hash.
+func (b Builder) AgentUsage(model string) string { return b.Key(AgentUsage, model) }
+
+// AgentUsageModels is the set of models with usage data.
+func (b Builder) AgentUsageModels() string { return b.Key(AgentUsageModels) }
+
+// LeaderLease is the reconciler's leader lease for one job.
+func (b Builder) LeaderLease(job string) string { return b.Key(LeaderLease, job) }
+
+// BanBloom and BanSet are the user-ban Bloom bitmap and exact set.
+func (b Builder) BanBloom() string { return b.Key(BanBloom) }
+
+// BanSet is the exact set of banned usernames.
+func (b Builder) BanSet() string { return b.Key(BanSet) }
+
+// ScoreSubmitRate is the per-user per-game submit counter.
+func (b Builder) ScoreSubmitRate(gameID, userID string) string {
+	return b.Key(ScoreSubmitRate, gameID, userID)
+}
+
+// OrderCreateLock is the SETNX lock against duplicate order creation.
+func (b Builder) OrderCreateLock(product, username string) string {
+	return b.Key(OrderCreateLock, product, username)
+}

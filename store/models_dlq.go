@@ -1,0 +1,35 @@
+package store
+
+import "time"
+
+// DLQTables lists the tables of dead messages (SPEC 2): the seed's four
+// *_dlq_log tables, one for identity material, and object_replication_log.
+var DLQTables = []string{
+	"email_dispatch_dlq_log",
+	"payment_dlq_log",
+	"agent_billing_dlq_log",
+	"object_replication_log",
+	"identity_material_dlq_log",
+	"mini_game_score_dlq_log",
+}
+
+// DeadLetter is a row of one of DLQTables. Use it with db.Table(name).
+// DedupKey makes a redelivered dead message one row.
+type DeadLetter struct {
+	ID          uint64     `gorm:"column:id;primaryKey"`
+	DedupKey    string     `gorm:"column:dedup_key"`
+	Queue       string     `gorm:"column:queue"`
+	RoutingKey  string     `gorm:"column:routing_key"`
+	MessageType string     `gorm:"column:message_type"`
+	MessageID   string     `gorm:"column:message_id"`
+	TraceID     string     `gorm:"column:trace_id"`
+	Subject     string     `gorm:"column:subject"` // the domain's key: email, order, user, task id, submit id ...
+	Body        []byte     `gorm:"column:body"`
+	Headers     string     `gorm:"column:headers"` // JSON object
+	RetryCount  int        `gorm:"column:retry_count"`
+	LastError   *string    `gorm:"column:last_error"`
+	DeadAt      time.Time  `gorm:"column:dead_at"`
+	ReplayedAt  *time.Time `gorm:"column:replayed_at"`
+	ReplayCount int        `gorm:"column:replay_count"`
+	CreatedAt   time.Time  `gorm:"column:created_at"`
+}

@@ -1,0 +1,78 @@
+package store
+
+import "time"
+
+// Object kinds and the AMQP priority their replication gets.
+const (
+	KindAvatar    = "avatar"
+	KindWallpaper = "wallpaper"
+)
+
+// Outbox states, shared by object_outbox and outbox.
+const (
+	OutboxPending    = "pending"
+	OutboxPublishing = "publishing"
+	OutboxPublished  = "published"
+)
+
+// Replication task states.
+const (
+	TaskPending = "pending"
+	TaskDone    = "done"
+	TaskFailed  = "failed"
+)
+
+// StoredObject is a row of stored_object.
+type StoredObject struct {
+	ID            uint64    `gorm:"column:id;primaryKey"`
+	OwnerUsername string    `gorm:"column:owner_username"`
+	Kind          string    `gorm:"column:kind"`
+	ObjectKey     string    `gorm:"column:object_key"`
+	ContentType   string    `gorm:"column:content_type"`
+	SizeBytes     int64     `gorm:"column:size_bytes"`
+	SHA256        string    `gorm:"column:sha256"`
+	SourceURL     string    `gorm:"column:source_url"`
+	ReplicaURL    *string   `gorm:"column:replica_url"`
+	CreatedAt     time.Time `gorm:"column:created_at"`
+	UpdatedAt     time.Time `gorm:"column:updated_at"`
+}
+
+func (StoredObject) TableName() string { return "stored_object" }
+
+// ObjectOutbox is a row of object_outbox, written with its object.
+type ObjectOutbox struct {
+	ID          uint64     `gorm:"column:id;primaryKey"`
+	ObjectID    uint64     `gorm:"column:object_id"`
+	EventType   string     `gorm:"column:event_type"`
+	Priority    uint8      `gorm:"column:priority"`
+	TraceID     string     `gorm:"column:trace_id"`
+	Status      string     `gorm:"column:status"`
+	ClaimedBy   *string    `gorm:"column:claimed_by"`
+	LeaseUntil  *time.Time `gorm:"column:lease_until"`
+	Attempts    int        `gorm:"column:attempts"`
+	LastError   *string    `gorm:"column:last_error"`
+	PublishedAt *time.Time `gorm:"column:published_at"`
+	CreatedAt   time.Time  `gorm:"column:created_at"`
+}
+
+func (ObjectOutbox) TableName() string { return "object_outbox" }
+
+// ReplicationTask is a row of object_replication_task; one per outbox row.
+type ReplicationTask struct {
+	ID        uint64     `gorm:"column:id;primaryKey"`
+	OutboxID  uint64     `gorm:"column:outbox_id"`
+	ObjectID  uint64     `gorm:"column:object_id"`
+	SourceURL string     `gorm:"column:source_url"`
+	TargetURL string     `gorm:"column:target_url"`
+	Priority  uint8      `gorm:"column:priority"`
+	Status    string     `gorm:"column:status"`
+	Attempts  int        `gorm:"column:attempts"`
+	LastError *string    `gorm:"column:last_error"`
+	SHA256    string     `gorm:"column:sha256"`
+	TraceID   string     `gorm:"column:trace_id"`
+	CreatedAt time.Time  `gorm:"column:created_at"`
+	UpdatedAt time.Time  `gorm:"column:updated_at"`
+	DoneAt    *time.Time `gorm:"column:done_at"`
+}
+
+func (ReplicationTask) TableName() string { return "object_replication_task" }

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bucket is a token bucket that refills Capacity tokens per Window.
+type Bucket struct {
+	Capacity int
+	Window   time.Duration
+}
+
+// BucketResult is the answer of TakeToken.
+type BucketResult struct {
+	Allowed    bool
+	Remaining  int64
+	RetryAfter time.Duration // 0 when allowed
+}
+
+// TakeToken runs token_bucket.lua on key: it takes one token if there is one.
+// A zero now uses the Redis server's clock.
+func TakeToken(ctx context.Context, c redis.Scripter, key string, b Bucket, now time.Time) (BucketResult, error) {
+	if b.Capacity <= 0 || b.Window < time.Second {
+		return BucketResult{}, fmt.Errorf("store: token bucket %s: capacity %d per %s: want positive capacity and a window of 1s or more", key, b.Capacity, b.Window)
+	}
+	nowArg := ""
+	if !now.IsZero() {
+		nowArg = strconv.FormatInt(now.UnixMilli(), 10)
+	}
+	windowS := int64(b.Window / time.Second)
+	refill := float64(b.Capacity) / float64(windowS) / 1000
+	ttl := max(30, windowS*2)
+	vals, err := tokenBucketScript.Run(ctx, c, []string{key},
+		nowArg, b.Capacity, strconv.FormatFloat(refill, 'g', -1, 64), 1, ttl).Int64Slice()
+	if err != nil {
+		return BucketResult{}, fmt.Errorf("store: token bucket %s: %w", key, err)
+	}
+	if len(vals) != 3 {
+		return BucketResult{}, fmt.Errorf("store: token bucket %s: unexpected result %v", key, vals)
+	}
+	return BucketResult{Allowed: vals[0] == 1, Remaining: vals[1], RetryAfter: time.Duration(vals[2]) * time.Millisecond}, nil
+}
+
+// Window is the state of a fixed-window counter after an increment.
+type Window struct {
+	Count   int64
+	ResetIn time.Duration // until the window's counter expires
+}
+
+// IncrWindow runs incr_window.lua: INCR key, and start the window's TTL on
+// the first increment only.
+func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.Duration) (Window, error) {
+	if window < time.Second {
+		return Window{}, fmt.Errorf("store: window %s: %s is shorter than a second", key, window)
+	}
+	vals, err := incrWindowScript.Run(ctx, c, []string{key}, int64(window/time.Second)).Int64Slice()
+	if err != nil {
+		return Window{}, fmt.Errorf("store: window %s: %w", key, err)
+	}
+	if len(vals) != 2 {
+		return Window{}, fmt.Errorf("store: window %s: unexpected result %v", key, vals)
+	}
+	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond}, nil
+}

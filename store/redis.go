@@ -1,0 +1,90 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisTimeoutDefault bounds dialing, reads and writes when RedisConfig.Timeout is zero.
+const RedisTimeoutDefault = 3 * time.Second
+
+// RedisConfig selects the Redis server, the index of each logical database
+// and the global key prefix. Zero fields take the seed's defaults.
+type RedisConfig struct {
+	Addr      string // host:port, default 127.0.0.1:6379
+	Password  string
+	Timeout   time.Duration
+	Databases map[keys.DB]int // index by logical database; missing = seed default
+	KeyPrefix string
+}
+
+// Redis holds one client per distinct database index (seed 000 uses 15) and
+// the key builder. Clients connect lazily; Close closes them all.
+type Redis struct {
+	clients map[keys.DB]*redis.Client
+	keys    keys.Builder
+}
+
+// OpenRedis creates the clients. It does not connect; Ping does.
+func OpenRedis(cfg RedisConfig) (*Redis, error) {
+	kb, err := keys.NewBuilder(cfg.KeyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cmp.Or(cfg.Timeout, RedisTimeoutDefault)
+	byIndex := make(map[int]*redis.Client)
+	r := &Redis{clients: make(map[keys.DB]*redis.Client), keys: kb}
+	for _, db := range keys.DBs() {
+		idx, ok := cfg.Databases[db]
+		if !ok {
+			idx = db.DefaultIndex()
+		}
+		c := byIndex[idx]
+		if c == nil {
+			c = redis.NewClient(&redis.Options{
+				Addr:         cmp.Or(cfg.Addr, "127.0.0.1:6379"),
+				Password:     cfg.Password,
+				DB:           idx,
+				DialTimeout:  timeout,
+				ReadTimeout:  timeout,
+				WriteTimeout: timeout,
+			})
+			byIndex[idx] = c
+		}
+		r.clients[db] = c
+	}
+	return r, nil
+}
+
+// Client returns the client of a logical database.
+func (r *Redis) Client(db keys.DB) *redis.Client { return r.clients[db] }
+
+// Keys returns the key builder, with the configured prefix.
+func (r *Redis) Keys() keys.Builder { return r.keys }
+
+// Ping checks that the server answers.
+func (r *Redis) Ping(ctx context.Context) error {
+	if err := r.clients[keys.DBDefault].Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store: redis ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes every client.
+func (r *Redis) Close() error {
+	seen := make(map[*redis.Client]bool)
+	var errs []error
+	for _, c := range r.clients {
+		if !seen[c] {
+			seen[c] = true
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

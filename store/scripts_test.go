@@ -1,0 +1,257 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func deduct(t *testing.T, r *store.Redis, user, id, amount string) (store.Deduction, error) {
+	t.Helper()
+	return r.DeductBalance(context.Background(), store.DeductRequest{Username: user, ID: id, Amount: dec(amount), Now: time.UnixMilli(1700000000000)})
+}
+
+func balance(t *testing.T, r *store.Redis, user string) string {
+	t.Helper()
+	v, err := r.Client(keys.DBAgentBilling).Get(context.Background(), r.Keys().AgentBalance(user)).Result()
+	require.NoError(t, err)
+	return v
+}
+
+func TestDeductMissingKey(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := deduct(t, r, "alice", "r1", "1")
+	require.ErrorIs(t, err, store.ErrBalanceMissing)
+
+	set, err := r.InitBalance(context.Background(), "alice", dec("10"))
+	require.NoError(t, err)
+	require.True(t, set)
+	set, err = r.InitBalance(context.Background(), "alice", dec("99"))
+	require.NoError(t, err)
+	require.False(t, set, "SETNX keeps the first value")
+	require.Equal(t, "10.00000000", balance(t, r, "alice"))
+}
+
+func TestDeductZeroBalance(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := r.InitBalance(context.Background(), "bob", decimal.Zero)
+	require.NoError(t, err)
+	_, err = deduct(t, r, "bob", "r1", "0.5")
+	require.ErrorIs(t, err, store.ErrBalanceEmpty)
+	require.Equal(t, "0.00000000", balance(t, r, "bob"))
+	pending, err := r.PendingDeductions(context.Background(), "bob")
+	require.NoError(t, err)
+	require.Empty(t, pending, "a refused deduction records nothing")
+}
+
+func TestDeductNormalAndPending(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := r.InitBalance(context.Background(), "carol", dec("1234.56789012"))
+	require.NoError(t, err)
+	d, err := deduct(t, r, "carol", "r1", "0.00120000")
+	require.NoError(t, err)
+	require.Equal(t, "1234.56669012", d.Balance.StringFixed(8))
+	require.Equal(t, "0.00120000", d.Deducted.StringFixed(8))
+	require.False(t, d.Replayed)
+	require.Equal(t, "1234.56669012", balance(t, r, "carol"))
+
+	pending, err := r.PendingDeductions(context.Background(), "carol")
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	require.Equal(t, "r1", pending[0].ID)
+	require.True(t, pending[0].Deducted.Equal(dec("0.0012")))
+	require.Equal(t, int64(1700000000000), pending[0].At.UnixMilli())
+}
+
+func TestDeductCapsAtZero(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := r.InitBalance(context.Background(), "dave", dec("0.3"))
+	require.NoError(t, err)
+	d, err := deduct(t, r, "dave", "r1", "1.25")
+	require.NoError(t, err)
+	require.Equal(t, "0.00000000", d.Balance.StringFixed(8))
+	require.Equal(t, "0.30000000", d.Deducted.StringFixed(8), "only what was there is taken")
+	_, err = deduct(t, r, "dave", "r2", "1")
+	require.ErrorIs(t, err, store.ErrBalanceEmpty)
+}
+
+func TestDeductSameIDOnce(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := r.InitBalance(context.Background(), "erin", dec("5"))
+	require.NoError(t, err)
+	first, err := deduct(t, r, "erin", "req-7", "2")
+	require.NoError(t, err)
+	again, err := deduct(t, r, "erin", "req-7", "2")
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.True(t, first.Balance.Equal(again.Balance))
+	require.True(t, first.Deducted.Equal(again.Deducted))
+	require.Equal(t, "3.00000000", balance(t, r, "erin"))
+
+	// Concurrent duplicates: still one deduction.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			_, err := deduct(t, r, "erin", "req-8", "1")
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, "2.00000000", balance(t, r, "erin"))
+	// The id is scoped to the user.
+	_, err = r.InitBalance(context.Background(), "frank", dec("1"))
+	require.NoError(t, err)
+	d, err := deduct(t, r, "frank", "req-7", "1")
+	require.NoError(t, err)
+	require.False(t, d.Replayed)
+}
+
+// Balances are exact to the 8th decimal even past a double's 15-16 digits.
+func TestDeductIsExactForLargeBalances(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	_, err := r.InitBalance(context.Background(), "gina", dec("999999999999.99999999"))
+	require.NoError(t, err)
+	d, err := deduct(t, r, "gina", "r1", "0.00000001")
+	require.NoError(t, err)
+	require.Equal(t, "999999999999.99999998", d.Balance.StringFixed(8))
+	d, err = deduct(t, r, "gina", "r2", "123456789012.34567891")
+	require.NoError(t, err)
+	require.Equal(t, "876543210987.65432107", d.Balance.StringFixed(8))
+	// Borrowing across the decimal point.
+	d, err = deduct(t, r, "gina", "r3", "0.65432108")
+	require.NoError(t, err)
+	require.Equal(t, "876543210986.99999999", d.Balance.StringFixed(8))
+}
+
+func TestDeductMalformed(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := deduct(t, r, "hank", "r1", "-1")
+	require.ErrorIs(t, err, store.ErrBalanceMalformed)
+	require.NoError(t, r.Client(keys.DBAgentBilling).Set(ctx, r.Keys().AgentBalance("hank"), "12abc", 0).Err())
+	_, err = deduct(t, r, "hank", "r2", "1")
+	require.ErrorIs(t, err, store.ErrBalanceMalformed)
+	require.Equal(t, "12abc", balance(t, r, "hank"), "nothing changed")
+}
+
+// After the server loses its script cache (as after a restart), Run falls back to EVAL.
+func TestScriptsSurviveScriptFlush(t *testing.T) {
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := r.InitBalance(ctx, "ivy", dec("2"))
+	require.NoError(t, err)
+	_, err = deduct(t, r, "ivy", "r1", "1")
+	require.NoError(t, err)
+	require.NoError(t, r.Client(keys.DBAgentBilling).ScriptFlush(ctx).Err())
+	d, err := deduct(t, r, "ivy", "r2", "1")
+	require.NoError(t, err)
+	require.Equal(t, "0.00000000", d.Balance.StringFixed(8))
+}
+
+func TestTokenBucket(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.VerifyRateIP.DB)
+	key := r.Keys().Key(keys.VerifyRateIP, "bucket-test")
+	b := store.Bucket{Capacity: 3, Window: time.Minute} // one token per 20 s
+	now := time.UnixMilli(1_000_000)
+	for i := range 3 {
+		res, err := store.TakeToken(ctx, c, key, b, now)
+		require.NoError(t, err)
+		require.True(t, res.Allowed, "token %d", i)
+		require.EqualValues(t, 2-i, res.Remaining)
+		require.Zero(t, res.RetryAfter)
+	}
+	res, err := store.TakeToken(ctx, c, key, b, now)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, 20*time.Second, res.RetryAfter)
+	res, err = store.TakeToken(ctx, c, key, b, now.Add(10*time.Second))
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, 10*time.Second, res.RetryAfter)
+	res, err = store.TakeToken(ctx, c, key, b, now.Add(20*time.Second))
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "refilled after 20 s")
+	ttl, err := c.TTL(ctx, key).Result()
+	require.NoError(t, err)
+	require.InDelta(t, 120, ttl.Seconds(), 1, "TTL is twice the window")
+
+	// The server clock is used when now is zero.
+	res, err = store.TakeToken(ctx, c, r.Keys().Key(keys.VerifyRateIP, "server-clock"), b, time.Time{})
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+
+	_, err = store.TakeToken(ctx, c, key, store.Bucket{Capacity: 0, Window: time.Minute}, now)
+	require.Error(t, err)
+}
+
+func TestIncrWindow(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.DBMiniGame)
+	key := r.Keys().ScoreSubmitRate("2048", "42")
+	w, err := store.IncrWindow(ctx, c, key, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, w.Count)
+	require.InDelta(t, 60, w.ResetIn.Seconds(), 1)
+
+	require.NoError(t, c.Expire(ctx, key, 5*time.Second).Err()) // a later increment must not extend the window
+	w, err = store.IncrWindow(ctx, c, key, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, w.Count)
+	require.LessOrEqual(t, w.ResetIn, 5*time.Second)
+
+	// A counter left without a TTL gets one rather than blocking forever.
+	require.NoError(t, c.Persist(ctx, key).Err())
+	w, err = store.IncrWindow(ctx, c, key, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, w.Count)
+	ttl, err := c.TTL(ctx, key).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, time.Duration(0))
+}
+
+func TestLock(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.DBPayment)
+	key := r.Keys().OrderCreateLock("pro-month", "alice")
+	l, err := store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
+	require.NoError(t, err)
+	_, err = store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
+	require.ErrorIs(t, err, store.ErrLockHeld)
+
+	// The lock expires and passes to another holder; the first may not release it.
+	require.NoError(t, c.Del(ctx, key).Err())
+	other, err := store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
+	require.NoError(t, err)
+	released, err := l.Release(ctx)
+	require.NoError(t, err)
+	require.False(t, released, "a stale holder's release is a no-op")
+	require.Equal(t, other.Token(), c.Get(ctx, key).Val())
+
+	released, err = other.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Zero(t, c.Exists(ctx, key).Val())
+}

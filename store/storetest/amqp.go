@@ -1,0 +1,53 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// AMQP returns a connection to the test RabbitMQ and a name prefix of the
+// test's own. When the test ends, every queue and exchange the contract
+// names under that prefix is deleted.
+func AMQP(t testing.TB) (*amqp.Connection, string) {
+	t.Helper()
+	prefix := Unique("t")
+	conn, err := amqp.Dial(AMQPURL())
+	if err != nil {
+		t.Fatalf("storetest: RabbitMQ at %s is not reachable (scripts/test starts it): %v", AMQPURL(), err)
+	}
+	t.Cleanup(func() {
+		defer conn.Close()
+		DeleteTopology(t, conn, prefix)
+	})
+	return conn, prefix
+}
+
+// DeleteTopology deletes every queue and exchange of the contract under prefix.
+func DeleteTopology(t testing.TB, conn *amqp.Connection, prefix string) {
+	t.Helper()
+	tp, err := topology.New(topology.Config{Prefix: prefix})
+	if err != nil {
+		t.Errorf("storetest: %v", err)
+		return
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Errorf("storetest: delete topology %s: %v", prefix, err)
+		return
+	}
+	defer ch.Close()
+	for _, q := range tp.Queues() {
+		if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+			t.Errorf("storetest: delete queue %s: %v", q.Name, err)
+			return
+		}
+	}
+	for _, ex := range tp.Exchanges() {
+		if err := ch.ExchangeDelete(ex, false, false); err != nil {
+			t.Errorf("storetest: delete exchange %s: %v", ex, err)
+			return
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"io/fs"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+)
+
+// MySQLDSN creates an empty database for the test, drops it when the test
+// ends, and returns its DSN.
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	name := Unique("isle_t_")
+	server := openServer(t)
+	ctx := context.Background()
+	if _, err := server.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+		t.Fatalf("storetest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := server.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+		server.Close()
+	})
+	return dsnFor(t, name)
+}
+
+// MySQL returns a gorm handle on a fresh database with every migration
+// applied. The tables are copied from a template database migrated once per
+// schema version, so each call costs a few milliseconds per table.
+func MySQL(t testing.TB) *gorm.DB {
+	t.Helper()
+	tpl := template(t)
+	dsn := MySQLDSN(t)
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() { _ = store.CloseMySQL(db) })
+	var tables []string
+	if err := db.Raw("SELECT table_name FROM information_schema.tables WHERE table_schema = ?", tpl).Scan(&tables).Error; err != nil {
+		t.Fatalf("storetest: list template tables: %v", err)
+	}
+	for _, tbl := range tables {
+		if err := db.Exec("CREATE TABLE " + tbl + " LIKE " + tpl + "." + tbl).Error; err != nil {
+			t.Fatalf("storetest: copy table %s: %v", tbl, err)
+		}
+	}
+	if err := db.Exec("INSERT INTO goose_db_version SELECT * FROM " + tpl + ".goose_db_version").Error; err != nil {
+		t.Fatalf("storetest: copy schema version: %v", err)
+	}
+	return db
+}
+
+// template returns the name of a database migrated to this build's schema,
+// creating it if needed. Its name carries a hash of the migrations, so a
+// changed schema gets a new template; concurrent test binaries wait for each
+// other on an advisory lock.
+func template(t testing.TB) string {
+	t.Helper()
+	name := "isle_tpl_" + migrationsHash(t)
+	server := openServer(t)
+	defer server.Close()
+	ctx := context.Background()
+	conn, err := server.Conn(ctx)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('isle.storetest.template', 120)").Scan(&got); err != nil || got.Int64 != 1 {
+		t.Fatalf("storetest: template lock: %v", err)
+	}
+	defer conn.ExecContext(ctx, "SELECT RELEASE_LOCK('isle.storetest.template')")
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	if n == 1 {
+		return name
+	}
+	if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+		t.Fatalf("storetest: create template: %v", err)
+	}
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsnFor(t, name)})
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	defer store.CloseMySQL(db)
+	if _, err := store.Migrate(ctx, db); err != nil {
+		_, _ = conn.ExecContext(ctx, "DROP DATABASE "+name)
+		t.Fatalf("storetest: migrate template: %v", err)
+	}
+	return name
+}
+
+func migrationsHash(t testing.TB) string {
+	h := sha256.New()
+	files, err := fs.Glob(store.MigrationsFS(), "*.sql")
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := fs.ReadFile(store.MigrationsFS(), f)
+		if err != nil {
+			t.Fatalf("storetest: %v", err)
+		}
+		h.Write([]byte(f))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func openServer(t testing.TB) *sql.DB {
+	t.Helper()
+	c, err := mysql.ParseDSN(MySQLServerDSN())
+	if err != nil {
+		t.Fatalf("storetest: %s: %v", EnvMySQL, err)
+	}
+	c.DBName = ""
+	c.Timeout = 5 * time.Second
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	if err := db.Ping(); err != nil {
+		t.Fatalf("storetest: MySQL at %s is not reachable (scripts/test starts it): %v", MySQLServerDSN(), err)
+	}
+	return db
+}
+
+func dsnFor(t testing.TB, dbName string) string {
+	c, err := mysql.ParseDSN(MySQLServerDSN())
+	if err != nil {
+		t.Fatalf("storetest: %s: %v", EnvMySQL, err)
+	}
+	c.DBName = dbName
+	return c.FormatDSN()
+}

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+)
+
+// Transact attempts before giving up on deadlocks and lock-wait timeouts.
+const transactAttempts = 5
+
+// Transact runs fn in a transaction: it commits when fn returns nil and rolls
+// back when fn returns an error or panics (the panic goes on). A deadlock
+// (1213) or lock-wait timeout (1205) re-runs fn from the start, a few times,
+// with a short back-off; fn must therefore only touch the database through tx.
+func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = db.WithContext(ctx).Transaction(fn)
+		if err == nil || !Retryable(err) || attempt == transactAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: transaction: %w (after %v)", ctx.Err(), err)
+		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// MySQL error numbers Isle branches on.
+const (
+	ErrNumDuplicate   = 1062
+	ErrNumLockTimeout = 1205
+	ErrNumDeadlock    = 1213
+)
+
+// Retryable reports whether err is a deadlock or lock-wait timeout, after
+// which the whole transaction may be run again.
+func Retryable(err error) bool {
+	n := errNum(err)
+	return n == ErrNumDeadlock || n == ErrNumLockTimeout
+}
+
+// IsDuplicate reports whether err is a unique-key violation.
+func IsDuplicate(err error) bool {
+	return errNum(err) == ErrNumDuplicate || errors.Is(err, gorm.ErrDuplicatedKey)
+}
+
+func errNum(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}

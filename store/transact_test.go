@@ -1,0 +1,72 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+func TestTransactCommitsAndRollsBack(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	require.NoError(t, store.Transact(ctx, db, func(tx *gorm.DB) error {
+		return tx.Exec("INSERT INTO user_account (username) VALUES ('kept')").Error
+	}))
+	boom := errors.New("boom")
+	require.ErrorIs(t, store.Transact(ctx, db, func(tx *gorm.DB) error {
+		require.NoError(t, tx.Exec("INSERT INTO user_account (username) VALUES ('dropped')").Error)
+		return boom
+	}), boom)
+	require.Panics(t, func() {
+		_ = store.Transact(ctx, db, func(tx *gorm.DB) error {
+			require.NoError(t, tx.Exec("INSERT INTO user_account (username) VALUES ('panicked')").Error)
+			panic("handler bug")
+		})
+	})
+	var names []string
+	require.NoError(t, db.Raw("SELECT username FROM user_account ORDER BY username").Scan(&names).Error)
+	require.Equal(t, []string{"kept"}, names)
+}
+
+// Two transactions that lock two rows in opposite orders deadlock; InnoDB
+// kills one, and Transact runs it again, so both land.
+func TestTransactRetriesDeadlocks(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	require.NoError(t, db.Exec("INSERT INTO user_account (username, balance_fen) VALUES ('a', 0), ('b', 0)").Error)
+
+	var attempts atomic.Int32
+	var both sync.WaitGroup
+	both.Add(2)
+	transfer := func(first, second string) error {
+		return store.Transact(ctx, db, func(tx *gorm.DB) error {
+			n := attempts.Add(1)
+			if err := tx.Exec("UPDATE user_account SET balance_fen = balance_fen + 1 WHERE username = ?", first).Error; err != nil {
+				return err
+			}
+			if n <= 2 { // first attempts: hold the first lock until the other holds its own
+				both.Done()
+				both.Wait()
+			}
+			return tx.Exec("UPDATE user_account SET balance_fen = balance_fen + 1 WHERE username = ?", second).Error
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- transfer("a", "b") }()
+	go func() { errs <- transfer("b", "a") }()
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.GreaterOrEqual(t, attempts.Load(), int32(3), "one transaction was re-run")
+	var total float64
+	require.NoError(t, db.Raw("SELECT SUM(balance_fen) FROM user_account").Scan(&total).Error)
+	require.EqualValues(t, 4, total, "each transfer applied once")
+}
