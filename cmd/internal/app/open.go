@@ -1,0 +1,91 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"gorm.io/gorm"
+)
+
+// OpenMySQL opens the database, waits for it to answer, and refuses a schema
+// older than this binary needs (the error says how to migrate).
+func OpenMySQL(ctx context.Context, log *slog.Logger, cfg store.MySQLConfig) (*gorm.DB, error) {
+	db, err := store.OpenMySQL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := retry(ctx, log, "MySQL", func(ctx context.Context) error { return store.PingMySQL(ctx, db) }); err != nil {
+		_ = store.CloseMySQL(db)
+		return nil, err
+	}
+	if err := store.CheckSchema(ctx, db); err != nil {
+		_ = store.CloseMySQL(db)
+		return nil, err
+	}
+	return db, nil
+}
+
+// OpenRedis opens the clients, waits for Redis to answer and, when
+// configured, deletes the volatile keys (seed 001 start-up cleanup).
+func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.Redis, error) {
+	r, err := store.OpenRedis(cfg.RedisConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := retry(ctx, log, "Redis", r.Ping); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	if cfg.CleanupOnStart {
+		res, err := r.CleanVolatile(ctx, cfg.CleanupPatterns)
+		if err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+		var deleted int64
+		for _, n := range res {
+			deleted += n
+		}
+		log.InfoContext(ctx, "volatile Redis keys deleted", "keys", deleted, "patterns", len(res))
+	}
+	return r, nil
+}
+
+// DialAMQP connects to RabbitMQ, waiting for it to come up. name shows in
+// the broker's connection list.
+func DialAMQP(ctx context.Context, log *slog.Logger, cfg config.AMQP, name string) (*amqp.Connection, error) {
+	var conn *amqp.Connection
+	err := retry(ctx, log, "RabbitMQ", func(context.Context) error {
+		c, err := amqp.DialConfig(cfg.URL, amqp.Config{
+			Heartbeat:  10 * time.Second,
+			Dial:       amqp.DefaultDial(10 * time.Second),
+			Properties: amqp.Table{"connection_name": name},
+		})
+		if err != nil {
+			return err
+		}
+		conn = c
+		return nil
+	})
+	return conn, err
+}
+
+// Topology resolves the wire contract and declares it on the broker, so no
+// message can be published before its queue exists.
+func Topology(ctx context.Context, log *slog.Logger, conn *amqp.Connection, cfg config.AMQP) (*topology.Topology, error) {
+	tp, err := topology.New(cfg.Topology)
+	if err != nil {
+		return nil, err
+	}
+	if err := tp.Declare(conn); err != nil {
+		return nil, fmt.Errorf("declare topology (run `islectl topology verify` to see every difference): %w", err)
+	}
+	log.InfoContext(ctx, "topology declared", "prefix", tp.Prefix(), "exchanges", len(tp.Exchanges()), "queues", len(tp.Queues()))
+	return tp, nil
+}

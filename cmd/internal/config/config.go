@@ -1,0 +1,196 @@
+// Package config parses every setting of Isle's binaries from environment
+// variables, in one place. Names follow the seeds (REDIS_HOST,
+// REDIS_PAYMENT_DATABASE, EMAIL_NOTIFY_MAX_RETRIES, ...); defaults work
+// against the local services; every bad variable is reported at once.
+// doc/config.md is generated from the loaders themselves (go generate), and a
+// test keeps it in step.
+package config
+
+//go:generate go run ./gendoc -o ../../../doc/config.md
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/topology"
+)
+
+// Defaults that are not the seed's own.
+const (
+	MySQLDSNDefault      = "root@tcp(127.0.0.1:3306)/isle"
+	RedisHostDefault     = "127.0.0.1"
+	RedisPortDefault     = 6379
+	RabbitHostDefault    = "127.0.0.1"
+	RabbitPortDefault    = 5672
+	RabbitUserDefault    = "guest"
+	RabbitVHostDefault   = "/"
+	ManagementURLDefault = "http://127.0.0.1:15672"
+)
+
+// Log is the logging section, read by every binary.
+type Log struct {
+	Level  slog.Level
+	Format string // json or text
+}
+
+func loadLog(l *loader) Log {
+	lvl := l.OneOf("LOG_LEVEL", "info", []string{"debug", "info", "warn", "error"}, "Minimum level of log lines.")
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(lvl))
+	return Log{
+		Level:  level,
+		Format: l.OneOf("LOG_FORMAT", "json", []string{"json", "text"}, "Log line format: json (one object per line) or text (key=value)."),
+	}
+}
+
+func loadMySQL(l *loader) store.MySQLConfig {
+	c := store.MySQLConfig{
+		DSN: l.Secret("MYSQL_DSN", MySQLDSNDefault,
+			"MySQL/MariaDB DSN in go-sql-driver form. Isle adds parseTime, UTC and interpolateParams. Use root@unix(/run/mysqld/mysqld.sock)/isle where root may only log in over the socket."),
+		MaxOpenConns: l.Int("MYSQL_MAX_OPEN_CONNS", store.MySQLMaxOpenDefault, 1, 1000, "Most open MySQL connections per process."),
+		MaxIdleConns: l.Int("MYSQL_MAX_IDLE_CONNS", store.MySQLMaxIdleDefault, 0, 1000, "Most idle MySQL connections kept per process."),
+	}
+	if _, err := store.NormalizeDSN(c.DSN); err != nil {
+		l.errs = append(l.errs, fmt.Errorf("MYSQL_DSN: %w", err))
+	}
+	return c
+}
+
+// Redis is the Redis section: the server, the 15 seed databases, the key
+// prefix and the start-up cleanup of volatile keys.
+type Redis struct {
+	store.RedisConfig
+	CleanupOnStart  bool
+	CleanupPatterns []store.CleanupPattern
+}
+
+func loadRedis(l *loader) Redis {
+	host := l.String("REDIS_HOST", RedisHostDefault, "Redis server host.")
+	port := l.Int("REDIS_PORT", RedisPortDefault, 1, 65535, "Redis server port.")
+	r := Redis{RedisConfig: store.RedisConfig{
+		Addr:      net.JoinHostPort(host, strconv.Itoa(port)),
+		Password:  l.Secret("REDIS_PASSWORD", "", "Redis password (AUTH); empty for none."),
+		Timeout:   l.Duration("REDIS_TIMEOUT", store.RedisTimeoutDefault, time.Millisecond, time.Minute, "Redis dial, read and write timeout: a Go duration, or milliseconds."),
+		Databases: make(map[keys.DB]int),
+		KeyPrefix: l.String("REDIS_KEY_PREFIX", "", "Global prefix of every Redis key, for sharing one Redis between fleets; empty for the seed's names."),
+	}}
+	for _, db := range keys.DBs() {
+		r.Databases[db] = l.Int(db.EnvVar(), db.DefaultIndex(), 0, 15, fmt.Sprintf("Redis database index: %s.", db.Purpose()))
+	}
+	if _, err := keys.NewBuilder(r.KeyPrefix); err != nil {
+		l.errs = append(l.errs, fmt.Errorf("REDIS_KEY_PREFIX: %w", err))
+	}
+	r.CleanupOnStart = l.Bool("REDIS_CACHE_CLEAR_ENABLED", true,
+		"Delete volatile keys (caches) at start-up (seed 001). Persistent keys are never touched.")
+	for _, p := range l.List("REDIS_CACHE_CLEAR_PATTERNS", nil,
+		"Extra patterns the start-up cleanup deletes, comma-separated DB/pattern (e.g. 13/legacy:*). A pattern that could match persistent keys is refused.") {
+		cp, err := store.ParseCleanupPattern(p, r.Databases)
+		if err != nil {
+			l.errs = append(l.errs, fmt.Errorf("REDIS_CACHE_CLEAR_PATTERNS: %w", err))
+			continue
+		}
+		r.CleanupPatterns = append(r.CleanupPatterns, cp)
+	}
+	return r
+}
+
+// AMQP is the RabbitMQ section: the connection, the management API and the
+// wire contract's settings (name prefix, retry policies, type ids).
+type AMQP struct {
+	URL           string
+	VHost         string
+	ManagementURL string // with credentials
+	Topology      topology.Config
+}
+
+func loadAMQP(l *loader) AMQP {
+	host := l.String("RABBITMQ_HOST", RabbitHostDefault, "RabbitMQ host.")
+	port := l.Int("RABBITMQ_PORT", RabbitPortDefault, 1, 65535, "RabbitMQ AMQP port.")
+	user := l.String("RABBITMQ_USERNAME", RabbitUserDefault, "RabbitMQ user.")
+	pass := l.Secret("RABBITMQ_PASSWORD", "guest", "RabbitMQ password.")
+	vhost := l.String("RABBITMQ_VHOST", RabbitVHostDefault, "RabbitMQ virtual host.")
+	u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: "/" + vhost}
+	if vhost == "/" {
+		u.Path = "/"
+	}
+	a := AMQP{URL: u.String(), VHost: vhost}
+	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
+		"RabbitMQ management API, used by `islectl topology verify` to compare bindings and by `islectl queues`; the RabbitMQ user's credentials are added.")
+	if mu, err := url.Parse(mgmt); err != nil || mu.Host == "" {
+		l.failf("RABBITMQ_MANAGEMENT_URL", mgmt, "not an absolute URL")
+	} else {
+		if mu.User == nil {
+			mu.User = url.UserPassword(user, pass)
+		}
+		a.ManagementURL = mu.String()
+	}
+	a.Topology = topology.Config{
+		Prefix: l.String("RABBITMQ_NAME_PREFIX", topology.DefaultPrefix,
+			"First segment of every exchange, queue and routing key. Change it only to run a separate fleet on one broker."),
+		TypeIDPackage: l.String("RABBITMQ_TYPE_ID_PACKAGE", topology.DefaultTypeIDPackage,
+			"Java package put before a record name in the __TypeId__ header."),
+		TypeIDs: make(map[string]string),
+		Retry:   loadRetry(l),
+	}
+	for _, item := range l.List("RABBITMQ_TYPE_IDS", nil,
+		"__TypeId__ overrides, comma-separated Record=fully.qualified.ClassName (e.g. ScoreUpsertMessage=com.x.ScoreUpsertMessage).") {
+		rec, class, ok := cutEq(item)
+		if !ok {
+			l.failf("RABBITMQ_TYPE_IDS", item, "want Record=ClassName")
+			continue
+		}
+		a.Topology.TypeIDs[rec] = class
+	}
+	if _, err := topology.New(a.Topology); err != nil {
+		l.errs = append(l.errs, err)
+	}
+	return a
+}
+
+func cutEq(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '=' {
+			return s[:i], s[i+1:], i > 0 && i < len(s)-1
+		}
+	}
+	return "", "", false
+}
+
+// retryVars names the variables of each domain's retry policy. The seed's
+// properties become e.g. EMAIL_NOTIFY_MAX_RETRIES; the domains the seed
+// hard-codes get names of the same shape. Payment receipts share the
+// payment.notify-* properties, as in the seed.
+var retryVars = []struct {
+	prefix  string
+	domains []string
+}{
+	{"EMAIL_NOTIFY", []string{topology.DomainEmail}},
+	{"PAYMENT_NOTIFY", []string{topology.DomainPaymentNotify, topology.DomainPaymentReceipt}},
+	{"AGENT_BILLING", []string{topology.DomainAgentBilling}},
+	{"OBJECT_REPLICATION", []string{topology.DomainObjectReplication}},
+	{"IDENTITY_MATERIAL", []string{topology.DomainIdentityMaterial}},
+	{"MINI_GAME_SCORE", []string{topology.DomainMiniGameScore}},
+}
+
+func loadRetry(l *loader) map[string]topology.RetryPolicy {
+	out := make(map[string]topology.RetryPolicy)
+	for _, rv := range retryVars {
+		seed, _ := topology.SeedRetry(rv.domains[0])
+		p := topology.RetryPolicy{
+			MaxRetries: l.Int(rv.prefix+"_MAX_RETRIES", seed.MaxRetries, 0, 1000,
+				fmt.Sprintf("Retries before a %s message goes to its DLQ.", rv.domains[0])),
+			Delay: l.Millis(rv.prefix+"_RETRY_DELAY_MS", seed.Delay, time.Millisecond, 24*time.Hour,
+				fmt.Sprintf("x-message-ttl of the %s retry queue, in ms. A live queue keeps the TTL it was declared with: `islectl topology verify` shows a mismatch.", rv.domains[0])),
+		}
+		for _, d := range rv.domains {
+			out[d] = p
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package config_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/topology"
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDocMatchesTheCode(t *testing.T) {
+	t.Parallel()
+	got, err := os.ReadFile("../../../doc/config.md")
+	require.NoError(t, err)
+	require.Equal(t, string(config.Markdown()), string(got), "doc/config.md is stale: run go generate ./cmd/internal/config")
+}
+
+func TestDefaultsAreTheSeeds(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadWorker(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6379", c.Redis.Addr)
+	for _, db := range keys.DBs() {
+		require.Equal(t, db.DefaultIndex(), c.Redis.Databases[db], db.EnvVar())
+	}
+	require.Equal(t, 12, c.Redis.Databases[keys.DBAgentBilling])
+	require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/", c.AMQP.URL)
+	require.True(t, c.Redis.CleanupOnStart)
+	tp, err := topology.New(c.AMQP.Topology)
+	require.NoError(t, err)
+	require.Equal(t, "eisland", tp.Prefix())
+	for _, d := range tp.Domains() {
+		seed, ok := topology.SeedRetry(d.Name)
+		if ok {
+			require.Equal(t, seed, d.Retry, d.Name)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadRelay(env(map[string]string{
+		"EMAIL_NOTIFY_MAX_RETRIES":                    "7",
+		"PAYMENT_NOTIFY_RETRY_DELAY_MS":               "250",
+		"RABBITMQ_NAME_PREFIX":                        "t9",
+		"RABBITMQ_VHOST":                              "isle",
+		"RABBITMQ_TYPE_IDS":                           "ScoreUpsertMessage=cn.x.ScoreUpsertMessage",
+		"OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE":  "25",
+		"OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS": "500",
+	}))
+	require.NoError(t, err)
+	tp, err := topology.New(c.AMQP.Topology)
+	require.NoError(t, err)
+	email, _ := tp.Domain(topology.DomainEmail)
+	require.Equal(t, 7, email.Retry.MaxRetries)
+	for _, name := range []string{topology.DomainPaymentNotify, topology.DomainPaymentReceipt} {
+		d, _ := tp.Domain(name)
+		require.Equal(t, 250*time.Millisecond, d.Retry.Delay, "receipts share payment.notify-* as in the seed")
+	}
+	score, _ := tp.Domain(topology.DomainMiniGameScore)
+	require.Equal(t, "cn.x.ScoreUpsertMessage", score.TypeID)
+	require.Equal(t, "t9.email.verify.exchange", email.Exchange)
+	require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/isle", c.AMQP.URL)
+	require.Equal(t, 25, c.Relay.BatchSize)
+	require.Equal(t, 500*time.Millisecond, c.Relay.Interval)
+}
+
+func TestEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := config.LoadAPI(env(map[string]string{
+		"REDIS_PORT":                   "abc",
+		"REDIS_AGENT_BILLING_DATABASE": "16",
+		"REDIS_TIMEOUT":                "soon",
+		"EMAIL_NOTIFY_MAX_RETRIES":     "-1",
+		"LOG_LEVEL":                    "loud",
+		"MYSQL_DSN":                    "not a dsn",
+		"RABBITMQ_NAME_PREFIX":         "bad prefix",
+		"REDIS_CACHE_CLEAR_PATTERNS":   "12/agent:*",
+		"REDIS_CACHE_CLEAR_ENABLED":    "maybe",
+	}))
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`REDIS_PORT="abc": not an integer`,
+		`REDIS_AGENT_BILLING_DATABASE="16": out of range 0..15`,
+		`REDIS_TIMEOUT="soon"`,
+		`EMAIL_NOTIFY_MAX_RETRIES="-1": out of range`,
+		`LOG_LEVEL="loud": want one of debug, info, warn, error`,
+		"MYSQL_DSN",
+		`prefix "bad prefix"`,
+		"REDIS_CACHE_CLEAR_PATTERNS",
+		`REDIS_CACHE_CLEAR_ENABLED="maybe"`,
+	} {
+		require.Contains(t, msg, want)
+	}
+	require.NotContains(t, msg, "not a dsn\"", "a DSN may hold a password: it is not echoed")
+	require.GreaterOrEqual(t, strings.Count(msg, "\n"), 8, "one line per problem")
+}
+
+func TestEveryVariableIsDocumented(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, v := range config.Variables() {
+		require.False(t, seen[v.Name], "%s read twice", v.Name)
+		seen[v.Name] = true
+		require.NotEmpty(t, v.Doc, v.Name)
+		require.NotEmpty(t, v.Binaries, v.Name)
+	}
+	for _, name := range []string{"REDIS_HOST", "REDIS_PORT", "REDIS_PASSWORD", "REDIS_DATABASE", "REDIS_TIMEOUT",
+		"REDIS_PAYMENT_DATABASE", "REDIS_MINI_GAME_DATABASE", "RABBITMQ_HOST", "RABBITMQ_PORT", "RABBITMQ_USERNAME",
+		"RABBITMQ_PASSWORD", "RABBITMQ_VHOST", "EMAIL_NOTIFY_MAX_RETRIES", "EMAIL_NOTIFY_RETRY_DELAY_MS",
+		"PAYMENT_NOTIFY_MAX_RETRIES", "PAYMENT_NOTIFY_RETRY_DELAY_MS", "OBJECT_REPLICATION_MAX_RETRIES",
+		"OBJECT_REPLICATION_RETRY_DELAY_MS", "OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE",
+		"OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS", "OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS", "MYSQL_DSN"} {
+		require.True(t, seen[name], name)
+	}
+}

@@ -1,0 +1,105 @@
+// Command islectl is the operator's CLI: migrations, the wire contract on the
+// broker, and (in later issues) queues, dead messages, users and tokens.
+//
+//	islectl migrate
+//	islectl topology show [-json]
+//	islectl topology apply
+//	islectl topology verify [-amqp-only]
+//
+// It reads the same environment variables as the fleet (doc/config.md).
+// Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "islectl:", err)
+	if errors.Is(err, errUsage) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// errUsage marks a command line islectl cannot run.
+var errUsage = errors.New("usage")
+
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+// env is what every command gets.
+type env struct {
+	getenv func(string) string
+	out    io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e env, args []string) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"migrate":  {"apply pending MySQL migrations (creates the database if missing)", runMigrate},
+		"topology": {"show | apply | verify the RabbitMQ wire contract", runTopology},
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(out)
+		if len(args) == 0 {
+			return usagef("no command")
+		}
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return usagef("unknown command %q (try `islectl help`)", args[0])
+	}
+	return cmd.run(ctx, env{getenv: getenv, out: out}, args[1:])
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: islectl <command> [arguments]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nSettings come from environment variables: see doc/config.md.")
+}
+
+// subcommand splits args into a subcommand among allowed and its arguments.
+func subcommand(args []string, allowed ...string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usagef("want one of: %s", strings.Join(allowed, ", "))
+	}
+	for _, a := range allowed {
+		if args[0] == a {
+			return a, args[1:], nil
+		}
+	}
+	return "", nil, usagef("unknown subcommand %q, want one of: %s", args[0], strings.Join(allowed, ", "))
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
+)
+
+func runMigrate(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(e.out)
+	if err := fs.Parse(args); err != nil {
+		return usagef("%v", err)
+	}
+	cfg, err := config.LoadIslectl(e.getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	if err := store.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
+		return err
+	}
+	db, err := store.OpenMySQL(cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer store.CloseMySQL(db)
+	applied, err := store.Migrate(ctx, db)
+	for _, m := range applied {
+		fmt.Fprintf(e.out, "applied %05d %s\n", m.Version, m.Name)
+	}
+	if err != nil {
+		return err
+	}
+	current, _, err := store.SchemaVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(e.out, "schema is current (version %d); nothing to do\n", current)
+		return nil
+	}
+	fmt.Fprintf(e.out, "schema migrated to version %d\n", current)
+	return nil
+}

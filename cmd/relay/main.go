@@ -1,0 +1,57 @@
+// Command relay publishes what MySQL transactions wrote to the outbox
+// tables (SPEC section 4.4). Several replicas may run at once.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/eisland/isle/cmd/internal/app"
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.LoadRelay(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "relay")
+
+	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer store.CloseMySQL(db)
+	conn, err := app.DialAMQP(ctx, log, cfg.AMQP, "isle-relay")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tp, err := app.Topology(ctx, log, conn, cfg.AMQP)
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "relay started", "prefix", tp.Prefix(),
+		"enabled", cfg.Relay.Enabled, "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval)
+	<-ctx.Done()
+	log.Info("relay stopped")
+	return nil
+}

@@ -1,0 +1,61 @@
+// Command worker runs Isle's consumers: one per domain of the wire contract,
+// and the DLQ consumers that persist dead messages (SPEC section 1).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/eisland/isle/cmd/internal/app"
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.LoadWorker(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "worker")
+
+	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer store.CloseMySQL(db)
+	rdb, err := app.OpenRedis(ctx, log, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	conn, err := app.DialAMQP(ctx, log, cfg.AMQP, "isle-worker")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tp, err := app.Topology(ctx, log, conn, cfg.AMQP)
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "worker started", "prefix", tp.Prefix(), "domains", len(tp.Domains()))
+	<-ctx.Done()
+	log.Info("worker stopped")
+	return nil
+}
