@@ -61,6 +61,9 @@ func newFleetEnv(t *testing.T, dsn string) fleetEnv {
 		"API_ADDR":                "127.0.0.1:0",
 		"LOG_FORMAT":              "json",
 		"WORKER_SHUTDOWN_TIMEOUT": "5s",
+		"WORKER_OPS_ADDR":         "127.0.0.1:0",
+		"RELAY_OPS_ADDR":          "127.0.0.1:0",
+		"RECONCILE_OPS_ADDR":      "127.0.0.1:0",
 	}
 }
 

@@ -82,6 +82,7 @@ func (r *Redis) CleanVolatile(ctx context.Context, extra []CleanupPattern) (Clea
 	for _, p := range todo {
 		c := r.Client(p.DB)
 		pattern := r.keys.Prefix() + p.Pattern
+		res[pattern] += 0 // counted even when nothing matched
 		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		batch := make([]string, 0, 500)
 		flush := func() error {

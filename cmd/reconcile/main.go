@@ -45,7 +45,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	defer rdb.Close()
-	log.InfoContext(ctx, "reconcile started",
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	ops, err := app.NewOpsServer(cfg.Reconcile.OpsAddr, app.MySQLCheck(sqlDB), app.RedisCheck(rdb.Ping))
+	if err != nil {
+		return err
+	}
+	defer ops.Close(log)
+	log.InfoContext(ctx, "reconcile started", "ops", ops.Addr(),
 		"backfill", cfg.Reconcile.BackfillEnabled, "dlq_replay", cfg.Reconcile.ReplayEnabled)
 	<-ctx.Done()
 	log.Info("reconcile stopped")

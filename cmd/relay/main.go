@@ -49,7 +49,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "relay started", "prefix", tp.Prefix(),
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	ops, err := app.NewOpsServer(cfg.Relay.OpsAddr, app.MySQLCheck(sqlDB), app.AMQPCheck(conn.IsClosed))
+	if err != nil {
+		return err
+	}
+	defer ops.Close(log)
+	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", tp.Prefix(),
 		"enabled", cfg.Relay.Enabled, "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval)
 	<-ctx.Done()
 	log.Info("relay stopped")

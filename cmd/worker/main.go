@@ -54,7 +54,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "worker started", "prefix", tp.Prefix(), "domains", len(tp.Domains()))
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, app.MySQLCheck(sqlDB), app.RedisCheck(rdb.Ping), app.AMQPCheck(conn.IsClosed))
+	if err != nil {
+		return err
+	}
+	defer ops.Close(log)
+	log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", tp.Prefix(), "domains", len(tp.Domains()))
 	<-ctx.Done()
 	log.Info("worker stopped")
 	return nil

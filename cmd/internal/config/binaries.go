@@ -53,12 +53,14 @@ type Worker struct {
 
 // WorkerSection holds the consumer settings.
 type WorkerSection struct {
+	OpsAddr            string
 	SourceFetchTimeout time.Duration
 	ShutdownTimeout    time.Duration
 }
 
 func loadWorker(l *loader) WorkerSection {
 	return WorkerSection{
+		OpsAddr: l.String("WORKER_OPS_ADDR", ":9090", "Address of the worker's /healthz and /metrics; empty to serve none."),
 		SourceFetchTimeout: l.Millis("OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS", 60*time.Second, time.Second, time.Hour,
 			"Timeout of one source download by the replication consumer, in ms."),
 		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute,
@@ -83,6 +85,7 @@ type Relay struct {
 
 // RelaySection holds the outbox relay settings (seed 002 object-replication.*).
 type RelaySection struct {
+	OpsAddr            string
 	ReplicationEnabled bool
 	Enabled            bool
 	BatchSize          int
@@ -91,6 +94,7 @@ type RelaySection struct {
 
 func loadRelay(l *loader) RelaySection {
 	return RelaySection{
+		OpsAddr:            l.String("RELAY_OPS_ADDR", ":9091", "Address of the relay's /healthz and /metrics; empty to serve none."),
 		ReplicationEnabled: l.Bool("OBJECT_REPLICATION_ENABLED", true, "Enable the object replication subsystem."),
 		Enabled:            l.Bool("OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED", true, "Enable outbox relay polling."),
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
@@ -117,6 +121,7 @@ type Reconcile struct {
 
 // ReconcileSection holds the cron jobs' settings.
 type ReconcileSection struct {
+	OpsAddr           string
 	BackfillEnabled   bool
 	BackfillBatchSize int
 	BackfillInterval  time.Duration
@@ -127,6 +132,7 @@ type ReconcileSection struct {
 
 func loadReconcile(l *loader) ReconcileSection {
 	return ReconcileSection{
+		OpsAddr:           l.String("RECONCILE_OPS_ADDR", ":9092", "Address of the reconciler's /healthz and /metrics; empty to serve none."),
 		BackfillEnabled:   l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false, "Enable the backfill job for missed replications."),
 		BackfillBatchSize: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", 200, 1, 10000, "Replication tasks republished per backfill run."),
 		BackfillInterval: l.Millis("OBJECT_REPLICATION_BACKFILL_INTERVAL_MS", 5*time.Second, 100*time.Millisecond, 24*time.Hour,

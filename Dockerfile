@@ -1,0 +1,14 @@
+# One image with every Isle binary; docker-compose.yml picks the command.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/api ./cmd/worker ./cmd/relay ./cmd/reconcile ./cmd/islectl
+
+FROM alpine:3.20
+RUN apk add --no-cache ca-certificates tzdata && adduser -D -u 10001 isle
+COPY --from=build /out/ /usr/local/bin/
+USER isle
+# Each service sets its command: api, worker, relay, reconcile or islectl.
+CMD ["api"]
