@@ -16,7 +16,6 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/store"
 )
 
 func main() {
@@ -39,25 +38,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
 
-	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
 		return err
 	}
-	defer store.CloseMySQL(db)
-	rdb, err := app.OpenRedis(ctx, log, cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	conn, err := app.DialAMQP(ctx, log, cfg.AMQP, "isle-api")
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	tp, err := app.Topology(ctx, log, conn, cfg.AMQP)
-	if err != nil {
-		return err
-	}
+	defer deps.Close()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -71,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "prefix", tp.Prefix())
+	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "prefix", deps.Topology.Prefix())
 
 	select {
 	case err := <-served:

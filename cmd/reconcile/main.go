@@ -12,7 +12,6 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/store"
 )
 
 func main() {
@@ -34,26 +33,17 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "reconcile")
-
-	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	deps, err := app.Open(ctx, log, app.Needs{Name: "reconcile", MySQL: &cfg.MySQL, Redis: &cfg.Redis})
 	if err != nil {
 		return err
 	}
-	defer store.CloseMySQL(db)
-	rdb, err := app.OpenRedis(ctx, log, cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	ops, err := app.NewOpsServer(cfg.Reconcile.OpsAddr, app.MySQLCheck(sqlDB), app.RedisCheck(rdb.Ping))
+	defer deps.Close()
+	ops, err := app.NewOpsServer(cfg.Reconcile.OpsAddr, deps.Checks()...)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
+
 	log.InfoContext(ctx, "reconcile started", "ops", ops.Addr(),
 		"backfill", cfg.Reconcile.BackfillEnabled, "dlq_replay", cfg.Reconcile.ReplayEnabled)
 	<-ctx.Done()

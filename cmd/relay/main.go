@@ -12,7 +12,6 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/store"
 )
 
 func main() {
@@ -34,31 +33,18 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "relay")
-
-	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	deps, err := app.Open(ctx, log, app.Needs{Name: "relay", MySQL: &cfg.MySQL, AMQP: &cfg.AMQP})
 	if err != nil {
 		return err
 	}
-	defer store.CloseMySQL(db)
-	conn, err := app.DialAMQP(ctx, log, cfg.AMQP, "isle-relay")
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	tp, err := app.Topology(ctx, log, conn, cfg.AMQP)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	ops, err := app.NewOpsServer(cfg.Relay.OpsAddr, app.MySQLCheck(sqlDB), app.AMQPCheck(conn.IsClosed))
+	defer deps.Close()
+	ops, err := app.NewOpsServer(cfg.Relay.OpsAddr, deps.Checks()...)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", tp.Prefix(),
+
+	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
 		"enabled", cfg.Relay.Enabled, "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval)
 	<-ctx.Done()
 	log.Info("relay stopped")

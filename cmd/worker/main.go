@@ -12,7 +12,6 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/store"
 )
 
 func main() {
@@ -34,36 +33,18 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "worker")
-
-	db, err := app.OpenMySQL(ctx, log, cfg.MySQL)
+	deps, err := app.Open(ctx, log, app.Needs{Name: "worker", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
 		return err
 	}
-	defer store.CloseMySQL(db)
-	rdb, err := app.OpenRedis(ctx, log, cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	conn, err := app.DialAMQP(ctx, log, cfg.AMQP, "isle-worker")
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	tp, err := app.Topology(ctx, log, conn, cfg.AMQP)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, app.MySQLCheck(sqlDB), app.RedisCheck(rdb.Ping), app.AMQPCheck(conn.IsClosed))
+	defer deps.Close()
+	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, deps.Checks()...)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", tp.Prefix(), "domains", len(tp.Domains()))
+
+	log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "domains", len(deps.Topology.Domains()))
 	<-ctx.Done()
 	log.Info("worker stopped")
 	return nil

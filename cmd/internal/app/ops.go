@@ -80,21 +80,3 @@ func (s *OpsServer) Close(log *slog.Logger) {
 		log.Warn("operations endpoint shutdown", "err", err)
 	}
 }
-
-// MySQLCheck pings MySQL.
-func MySQLCheck(db interface{ PingContext(context.Context) error }) Check {
-	return Check{Name: "mysql", Fn: db.PingContext}
-}
-
-// RedisCheck pings Redis.
-func RedisCheck(ping func(context.Context) error) Check { return Check{Name: "redis", Fn: ping} }
-
-// AMQPCheck reports whether the AMQP connection is open.
-func AMQPCheck(closed func() bool) Check {
-	return Check{Name: "rabbitmq", Fn: func(context.Context) error {
-		if closed() {
-			return errors.New("connection closed")
-		}
-		return nil
-	}}
-}

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"gorm.io/gorm"
+)
+
+// Needs says which services a binary uses; a nil section is not opened.
+type Needs struct {
+	Name  string // the binary, used as the AMQP connection name
+	MySQL *store.MySQLConfig
+	Redis *config.Redis
+	AMQP  *config.AMQP
+}
+
+// Deps are a binary's open services. Fields a binary did not need are nil.
+type Deps struct {
+	DB       *gorm.DB
+	Redis    *store.Redis
+	AMQP     *amqp.Connection
+	Topology *topology.Topology
+	closers  []func() error
+}
+
+// Open opens what n asks for, in order MySQL (schema checked), Redis
+// (volatile keys cleaned), RabbitMQ (topology declared). On error it closes
+// whatever it had opened.
+func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
+	d := &Deps{}
+	fail := func(err error) (*Deps, error) {
+		_ = d.Close()
+		return nil, err
+	}
+	if n.MySQL != nil {
+		db, err := OpenMySQL(ctx, log, *n.MySQL)
+		if err != nil {
+			return fail(err)
+		}
+		d.DB = db
+		d.closers = append(d.closers, func() error { return store.CloseMySQL(db) })
+	}
+	if n.Redis != nil {
+		r, err := OpenRedis(ctx, log, *n.Redis)
+		if err != nil {
+			return fail(err)
+		}
+		d.Redis = r
+		d.closers = append(d.closers, r.Close)
+	}
+	if n.AMQP != nil {
+		conn, err := DialAMQP(ctx, log, *n.AMQP, "isle-"+n.Name)
+		if err != nil {
+			return fail(err)
+		}
+		d.AMQP = conn
+		d.closers = append(d.closers, conn.Close)
+		if d.Topology, err = Topology(ctx, log, conn, *n.AMQP); err != nil {
+			return fail(err)
+		}
+	}
+	return d, nil
+}
+
+// Checks are the /healthz checks of the opened services.
+func (d *Deps) Checks() []Check {
+	var cs []Check
+	if d.DB != nil {
+		cs = append(cs, Check{Name: "mysql", Fn: func(ctx context.Context) error { return store.PingMySQL(ctx, d.DB) }})
+	}
+	if d.Redis != nil {
+		cs = append(cs, Check{Name: "redis", Fn: d.Redis.Ping})
+	}
+	if d.AMQP != nil {
+		cs = append(cs, Check{Name: "rabbitmq", Fn: func(context.Context) error {
+			if d.AMQP.IsClosed() {
+				return errors.New("connection closed")
+			}
+			return nil
+		}})
+	}
+	return cs
+}
+
+// Close closes everything in reverse order of opening.
+func (d *Deps) Close() error {
+	var errs []error
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		errs = append(errs, d.closers[i]())
+	}
+	d.closers = nil
+	return errors.Join(errs...)
+}
