@@ -9,6 +9,11 @@
 // configurable. Retry delays and limits default to the seed's values and can
 // be overridden per domain.
 //
+// The message types are the Java records of the seed, one file per domain.
+// Decode and Encode are their JSON codec, the wire format Spring AMQP's
+// Jackson converter reads and writes (codec.go); Validate on each record says
+// what a consumer may rely on.
+//
 // The seed's header counts 21 queues and 9 record types while its tables
 // define 22 queues and 8 records; Isle follows the tables.
 package topology

@@ -1,5 +1,7 @@
 package topology
 
+import "github.com/shopspring/decimal"
+
 // AgentBillingDeduct is AgentBillingDeductMessage (domain "agent-billing"): a
 // deduction already taken from the Redis balance, to apply to MySQL once.
 // DeductionID is Isle's addition (SPEC 2): the API request id.
@@ -24,4 +26,42 @@ type AgentUsageStats struct {
 	OutputTokens    int32  `json:"outputTokens"`
 	ReasoningTokens int32  `json:"reasoningTokens"`
 	CostMicroFen    int64  `json:"costMicroFen"` // 1 micro-fen = 0.00000001 fen
+}
+
+// Record is the Java record name.
+func (AgentBillingDeduct) Record() string { return "AgentBillingDeductMessage" }
+
+// Validate requires the user, an amount > 0 that fits DECIMAL(20,8), the
+// model and token counts >= 0. DeductionID may be empty: the consumer
+// derives one.
+func (m AgentBillingDeduct) Validate() error {
+	_, amount := parseAmount("amountFen", m.AmountFen)
+	return firstError(
+		required("username", m.Username),
+		amount,
+		required("modelName", m.ModelName),
+		nonNegative("inputTokens", int64(m.InputTokens)),
+		nonNegative("outputTokens", int64(m.OutputTokens)),
+	)
+}
+
+// Amount is AmountFen as an exact decimal, never a float; the error is
+// Validate's for the field.
+func (m AgentBillingDeduct) Amount() (decimal.Decimal, error) {
+	return parseAmount("amountFen", m.AmountFen)
+}
+
+// Record is the Java record name.
+func (AgentUsageStats) Record() string { return "AgentUsageStatsMessage" }
+
+// Validate requires the model and counts and cost >= 0.
+func (m AgentUsageStats) Validate() error {
+	return firstError(
+		required("modelName", m.ModelName),
+		nonNegative("inputTokens", int64(m.InputTokens)),
+		nonNegative("cachedTokens", int64(m.CachedTokens)),
+		nonNegative("outputTokens", int64(m.OutputTokens)),
+		nonNegative("reasoningTokens", int64(m.ReasoningTokens)),
+		nonNegative("costMicroFen", m.CostMicroFen),
+	)
 }

@@ -14,3 +14,19 @@ type ScoreUpsert struct {
 	TraceID       string `json:"traceId"`
 	LastError     string `json:"lastError"`
 }
+
+// Record is the Java record name.
+func (ScoreUpsert) Record() string { return "ScoreUpsertMessage" }
+
+// Validate requires the submit id, a user id > 0, the game, and score,
+// duration and moves >= 0.
+func (m ScoreUpsert) Validate() error {
+	return firstError(
+		required("submitId", m.SubmitID),
+		positivePtr("userId", m.UserID),
+		required("gameId", m.GameID),
+		nonNegative("score", m.Score),
+		nonNegative("durationMs", m.DurationMs),
+		nonNegative("moves", int64(m.Moves)),
+	)
+}

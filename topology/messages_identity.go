@@ -8,3 +8,15 @@ type IdentityMaterial struct {
 	MaterialInfo string `json:"materialInfo"` // encrypted JSON from Alipay
 	LastError    string `json:"lastError"`
 }
+
+// Record is the Java record name.
+func (IdentityMaterial) Record() string { return "IdentityMaterialMessage" }
+
+// Validate requires the user, the certification id and the material.
+func (m IdentityMaterial) Validate() error {
+	return firstError(
+		required("username", m.Username),
+		required("certifyId", m.CertifyID),
+		required("materialInfo", m.MaterialInfo),
+	)
+}

@@ -7,3 +7,9 @@ type ObjectReplication struct {
 	TraceID   string `json:"traceId"`
 	LastError string `json:"lastError"`
 }
+
+// Record is the Java record name.
+func (ObjectReplication) Record() string { return "ObjectReplicationMessage" }
+
+// Validate requires a task id > 0.
+func (m ObjectReplication) Validate() error { return positivePtr("taskId", m.TaskID) }

@@ -29,3 +29,33 @@ type PaymentReceiptDispatch struct {
 	ExpireAt      LocalDateTime `json:"expireAt"`
 	LastError     string        `json:"lastError"`
 }
+
+// Record is the Java record name.
+func (PaymentNotify) Record() string { return "PaymentNotifyMessage" }
+
+// Validate requires a known channel, the order number and the trade state.
+// NotifyID and TransactionID may be empty: the consumer derives a key.
+func (m PaymentNotify) Validate() error {
+	return firstError(
+		oneOf("channel", m.Channel, "ALIPAY", "WECHAT"),
+		required("outTradeNo", m.OutTradeNo),
+		required("tradeState", m.TradeState),
+	)
+}
+
+// Record is the Java record name.
+func (PaymentReceiptDispatch) Record() string { return "PaymentReceiptDispatchMessage" }
+
+// Validate requires a mailable email and the order number; AmountFen may be
+// null but not <= 0.
+func (m PaymentReceiptDispatch) Validate() error {
+	var amount error
+	if m.AmountFen != nil {
+		amount = positive("amountFen", int64(*m.AmountFen))
+	}
+	return firstError(
+		email("email", m.Email),
+		required("outTradeNo", m.OutTradeNo),
+		amount,
+	)
+}

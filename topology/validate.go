@@ -1,0 +1,106 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/shopspring/decimal"
+)
+
+// The rules every Validate method is built from. Each returns nil or a
+// *FieldError naming the JSON field; firstError keeps the first in field order.
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// errRequired is the reason of a missing, null or blank required field.
+var errRequired = errors.New("required")
+
+// required refuses an empty or blank string: Java's null arrives as "".
+func required(field, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return &FieldError{Field: field, Err: errRequired}
+	}
+	return nil
+}
+
+// maxEmailLen is the longest address SMTP carries (RFC 5321 path, in bytes).
+const maxEmailLen = 254
+
+// email refuses what cannot be a single recipient: blank, too long, or with
+// CR/LF (header injection).
+func email(field, v string) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return &FieldError{Field: field, Err: errRequired}
+	case len(v) > maxEmailLen:
+		return invalid(field, "%d bytes: want at most %d", len(v), maxEmailLen)
+	case strings.ContainsAny(v, "\r\n"):
+		return invalid(field, "contains CR or LF")
+	}
+	return nil
+}
+
+func oneOf(field, v string, allowed ...string) error {
+	if !slices.Contains(allowed, v) {
+		return invalid(field, "%.40q: want one of %s", v, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+func nonNegative(field string, v int64) error {
+	if v < 0 {
+		return invalid(field, "%d: want >= 0", v)
+	}
+	return nil
+}
+
+func positive(field string, v int64) error {
+	if v <= 0 {
+		return invalid(field, "%d: want > 0", v)
+	}
+	return nil
+}
+
+// positivePtr refuses a nil (Java null) or a value <= 0.
+func positivePtr[N int32 | int64](field string, v *N) error {
+	if v == nil {
+		return &FieldError{Field: field, Err: errRequired}
+	}
+	return positive(field, int64(*v))
+}
+
+// amountText is a plain decimal that fits DECIMAL(20,8), the ledger's column:
+// up to 12 integer digits and 8 decimal places, no sign, no exponent.
+var amountText = regexp.MustCompile(`^[0-9]{1,12}(\.[0-9]{1,8})?$`)
+
+// parseAmount reads an amount in fen; it must be > 0.
+func parseAmount(field, v string) (decimal.Decimal, error) {
+	if v == "" {
+		return decimal.Decimal{}, &FieldError{Field: field, Err: errRequired}
+	}
+	if !amountText.MatchString(v) {
+		return decimal.Decimal{}, invalid(field, "%.40q: want a decimal with at most 12 digits and 8 places", v)
+	}
+	d, err := decimal.NewFromString(v)
+	if err != nil {
+		return decimal.Decimal{}, invalid(field, "%.40q: %v", v, err)
+	}
+	if !d.IsPositive() {
+		return decimal.Decimal{}, invalid(field, "%s: want > 0", v)
+	}
+	return d, nil
+}
