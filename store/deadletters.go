@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrNotFound is returned when a row does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// DeadLetterKey is the dedup key of a dead message: the same delivery stored
+// twice (a redelivery of the DLQ message) is one row, while the same message
+// dead again after a replay (another replay count) is a new one.
+func DeadLetterKey(queue, messageID string, replay int, body []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(queue), []byte(messageID), []byte(strconv.Itoa(replay)), body} {
+		h.Write([]byte(strconv.Itoa(len(part))))
+		h.Write([]byte{':'})
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func checkDLQTable(table string) error {
+	if !slices.Contains(DLQTables, table) {
+		return fmt.Errorf("store: %q is not a dead-letter table", table)
+	}
+	return nil
+}
+
+// SaveDeadLetter stores a dead message and reports whether a row was
+// inserted (false: the same delivery was stored before).
+func SaveDeadLetter(ctx context.Context, db *gorm.DB, table string, dl *DeadLetter) (bool, error) {
+	if err := checkDLQTable(table); err != nil {
+		return false, err
+	}
+	if dl.DedupKey == "" || dl.Queue == "" {
+		return false, errors.New("store: dead letter needs a dedup key and a queue")
+	}
+	res := db.WithContext(ctx).Table(table).Clauses(clause.Insert{Modifier: "IGNORE"}).
+		Omit("id", "created_at").Create(dl)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: save dead letter in %s: %w", table, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// DeadLetterFilter selects dead messages.
+type DeadLetterFilter struct {
+	Queues      []string  // only these queues; empty = all
+	Since       time.Time // dead at or after; zero = any time
+	NotReplayed bool
+	AfterID     uint64 // for paging: rows with a larger id
+	Limit       int    // default 100
+	NewestFirst bool
+}
+
+// ListDeadLetters lists the rows of table that match f.
+func ListDeadLetters(ctx context.Context, db *gorm.DB, table string, f DeadLetterFilter) ([]DeadLetter, error) {
+	if err := checkDLQTable(table); err != nil {
+		return nil, err
+	}
+	q := db.WithContext(ctx).Table(table)
+	if len(f.Queues) > 0 {
+		q = q.Where("queue IN ?", f.Queues)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("dead_at >= ?", f.Since.UTC())
+	}
+	if f.NotReplayed {
+		q = q.Where("replayed_at IS NULL")
+	}
+	if f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	order := "id"
+	if f.NewestFirst {
+		order = "id DESC"
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var rows []DeadLetter
+	if err := q.Order(order).Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", table, err)
+	}
+	return rows, nil
+}
+
+// GetDeadLetter returns one row of table.
+func GetDeadLetter(ctx context.Context, db *gorm.DB, table string, id uint64) (DeadLetter, error) {
+	if err := checkDLQTable(table); err != nil {
+		return DeadLetter{}, err
+	}
+	var dl DeadLetter
+	err := db.WithContext(ctx).Table(table).Where("id = ?", id).Take(&dl).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return DeadLetter{}, fmt.Errorf("store: %s row %d: %w", table, id, ErrNotFound)
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("store: %s row %d: %w", table, id, err)
+	}
+	return dl, nil
+}
+
+// ClaimReplay marks a row replayed (replayed_at now, replay_count + 1) if it
+// was not replayed before, or always with force, and reports whether it did.
+// Two operators replaying one row at once: exactly one claims it.
+func ClaimReplay(ctx context.Context, db *gorm.DB, table string, id uint64, force bool) (bool, error) {
+	if err := checkDLQTable(table); err != nil {
+		return false, err
+	}
+	q := db.WithContext(ctx).Table(table).Where("id = ?", id)
+	if !force {
+		q = q.Where("replayed_at IS NULL")
+	}
+	res := q.Updates(map[string]any{"replayed_at": time.Now().UTC(), "replay_count": gorm.Expr("replay_count + 1")})
+	if res.Error != nil {
+		return false, fmt.Errorf("store: claim replay of %s row %d: %w", table, id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// UnclaimReplay undoes ClaimReplay after the republish failed.
+func UnclaimReplay(ctx context.Context, db *gorm.DB, table string, id uint64, previous *time.Time) error {
+	if err := checkDLQTable(table); err != nil {
+		return err
+	}
+	err := db.WithContext(ctx).Table(table).Where("id = ?", id).
+		Updates(map[string]any{"replayed_at": previous, "replay_count": gorm.Expr("GREATEST(replay_count - 1, 0)")}).Error
+	if err != nil {
+		return fmt.Errorf("store: unclaim replay of %s row %d: %w", table, id, err)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package storetest
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy in front of a real service, for fault tests: Pause
+// makes it hold every byte (a stuck peer: connections stay open, nothing
+// moves), Resume lets traffic flow again, and Cut closes every connection (a
+// network failure).
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	paused   bool
+	resumed  *sync.Cond
+	conns    []net.Conn
+}
+
+// NewProxy listens on a free loopback port and forwards to upstream
+// (host:port) until the test ends.
+func NewProxy(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("storetest: proxy: %v", err)
+	}
+	p := &Proxy{ln: ln, upstream: upstream}
+	p.resumed = sync.NewCond(&p.mu)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Resume()
+		p.Cut()
+	})
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pause holds all traffic until Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Resume lets traffic flow again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
+	p.resumed.Broadcast()
+}
+
+// Cut closes every open connection; new ones are still accepted.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (p *Proxy) accept() {
+	for {
+		down, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			_ = down.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, down, up)
+		p.mu.Unlock()
+		go p.pipe(up, down)
+		go p.pipe(down, up)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.paused {
+				p.resumed.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
