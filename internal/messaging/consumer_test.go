@@ -1,0 +1,128 @@
+package messaging_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/topology"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// 1,000 publishes from 32 goroutines: every one confirmed, every one consumed.
+func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainAgentBilling)
+	calls := newCounter()
+	b.run(t, messaging.ConsumerConfig{Prefetch: 100}, messaging.Route{
+		Name: dom.Name, Queue: dom.Queue, Concurrency: 4,
+		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error { calls.see(d); return nil }),
+	})
+	const total, workers = 1000, 32
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < total; i += workers {
+				err := b.pub.Send(context.Background(), messaging.Outgoing{
+					RoutingKey: dom.RoutingKey, MessageID: fmt.Sprintf("m-%04d", i),
+					Body: []byte(`{"username":"u","amountFen":"1","modelName":"m"}`),
+				})
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("publish %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "no unconfirmed success: every Send returned only after its confirm")
+	eventually(t, 30*time.Second, func() bool { m, _ := calls.total(); return m == total }, "not all consumed")
+	time.Sleep(200 * time.Millisecond)
+	messages, handled := calls.total()
+	require.Equal(t, total, messages)
+	require.Equal(t, total, handled, "each consumed once")
+}
+
+// Shutdown stops taking deliveries, lets the one in flight finish and be
+// acked, and leaves the prefetched ones in the queue.
+func TestShutdownDrainsInFlightAndLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	var finished atomic.Int32
+	stop := b.run(t, messaging.ConsumerConfig{Prefetch: 10, ShutdownTimeout: 10 * time.Second}, messaging.Route{
+		Name: dom.Name, Queue: dom.Queue,
+		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+			started <- d.MessageID
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			finished.Add(1)
+			return nil
+		}),
+	})
+	for i := range 5 {
+		require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: fmt.Sprint("m-", i)}))
+	}
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	time.Sleep(300 * time.Millisecond) // shutdown has begun with a handler in flight
+	close(release)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("consumer did not stop")
+	}
+	done := int(finished.Load())
+	require.GreaterOrEqual(t, done, 1, "the message in flight finished")
+	require.Equal(t, 5-done, b.depth(t, dom.Queue), "the rest went back to the queue")
+	require.Zero(t, b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ), "nothing retried or dead-lettered by the shutdown")
+}
+
+// A handler that outlives the shutdown timeout is canceled and its delivery
+// requeued, not lost and not counted as a failed attempt.
+func TestShutdownTimeoutRequeues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	started := make(chan struct{}, 1)
+	stop := b.run(t, messaging.ConsumerConfig{ShutdownTimeout: 300 * time.Millisecond}, messaging.Route{
+		Name: dom.Name, Queue: dom.Queue,
+		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+			started <- struct{}{}
+			<-ctx.Done() // a handler stuck on a slow dependency
+			return ctx.Err()
+		}),
+	})
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-slow"}))
+	<-started
+	began := time.Now()
+	_ = stop()
+	require.Less(t, time.Since(began), 5*time.Second)
+	eventually(t, 5*time.Second, func() bool { return b.depth(t, dom.Queue) == 1 }, "the delivery was not requeued")
+	require.Zero(t, b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ))
+}
+
+func TestNoGoroutineLeaksAfterShutdown(t *testing.T) {
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	before := goleak.IgnoreCurrent()
+	stop := b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue, Concurrency: 3,
+		Handle: b.flow.Main(dom, func(context.Context, messaging.Delivery) error { return nil })})
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody)}))
+	require.NoError(t, stop())
+	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("time.Sleep"))
+}

@@ -1,0 +1,199 @@
+package messaging
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/topology"
+)
+
+// HandlerFunc handles one delivery. Returning an error retries the message
+// through the domain's retry queue; an error marked Permanent sends it to the
+// DLQ at once. A panic counts as an error.
+type HandlerFunc func(ctx context.Context, d Delivery) error
+
+// RouteFunc is what a Consumer runs for each delivery of a route.
+type RouteFunc func(ctx context.Context, msg *message.Message) error
+
+// Flow defaults.
+const (
+	HandlerTimeoutDefault = 5 * time.Minute
+	RequeueDelayDefault   = 2 * time.Second
+	maxErrorText          = 2000
+)
+
+// FlowConfig configures a Flow. Zero fields take the defaults.
+type FlowConfig struct {
+	HandlerTimeout time.Duration // bound on one handler call (keep it under the broker's consumer_timeout)
+	RequeueDelay   time.Duration // pause before a nack that requeues, so a broken broker is not spun on
+}
+
+// Flow applies the seed's retry pattern around handlers.
+type Flow struct {
+	pub     *Publisher
+	metrics *Metrics
+	log     *slog.Logger
+	timeout time.Duration
+	delay   time.Duration
+}
+
+// NewFlow returns a Flow that publishes retry and DLQ copies with pub.
+func NewFlow(cfg FlowConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow {
+	return &Flow{
+		pub: pub, metrics: m, log: log,
+		timeout: cmp.Or(cfg.HandlerTimeout, HandlerTimeoutDefault),
+		delay:   cmp.Or(cfg.RequeueDelay, RequeueDelayDefault),
+	}
+}
+
+// Main wraps the handler of dom's main queue. On success the delivery is
+// acked. On failure a copy goes to the retry routing key with the retry
+// header + 1 and lastError set, or, past the maximum or for a permanent
+// error, to the DLQ routing key; the original is acked only after the copy is
+// confirmed. A domain without retries (usage stats) logs and counts the failure.
+func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
+	return func(ctx context.Context, msg *message.Message) error {
+		d := newDelivery(msg, dom, dom.Queue)
+		log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "trace_id", d.TraceID, "retry", d.Retry)
+		began := time.Now()
+		err := f.call(ctx, h, d)
+		took := time.Since(began)
+		if err == nil {
+			f.metrics.handled(dom.Name, OutcomeOK, took)
+			return nil
+		}
+		if ctx.Err() != nil {
+			// The consumer is shutting down past its timeout: the failure is
+			// the shutdown's, not the message's. Requeue it as it was.
+			log.Warn("handler canceled by shutdown; requeueing the delivery", "err", err)
+			f.metrics.handled(dom.Name, OutcomeRequeued, took)
+			return err
+		}
+		if !dom.HasRetry() {
+			log.Error("handler failed; the domain has no retry", "err", err)
+			f.metrics.handled(dom.Name, OutcomeFailed, took)
+			return nil
+		}
+		out, outcome := d.retryCopy(dom, err)
+		if perr := f.pub.Send(context.WithoutCancel(ctx), out); perr != nil {
+			log.Error("could not publish the copy; requeueing the delivery", "err", err, "publish_err", perr)
+			f.metrics.handled(dom.Name, OutcomeRequeued, took)
+			pause(ctx, f.delay)
+			return perr
+		}
+		f.metrics.handled(dom.Name, outcome, took)
+		if outcome == OutcomeDead {
+			log.Error("message sent to the DLQ", "err", err, "reason", out.Headers[HeaderDeadReason])
+		} else {
+			log.Warn("message sent to the retry queue", "err", err, "next_retry", d.Retry+1, "delay", dom.Retry.Delay)
+		}
+		return nil
+	}
+}
+
+// DLQ wraps the handler of dom's DLQ, which stores dead messages. A failure
+// (the database is down) requeues the delivery after a pause: a DLQ has no
+// DLQ of its own.
+func (f *Flow) DLQ(dom topology.Domain, h HandlerFunc) RouteFunc {
+	return func(ctx context.Context, msg *message.Message) error {
+		d := newDelivery(msg, dom, dom.DLQ)
+		began := time.Now()
+		if err := f.call(ctx, h, d); err != nil {
+			f.log.Error("could not store a dead message; requeueing it", "domain", dom.Name, "message_id", d.MessageID, "err", err)
+			f.metrics.handled(dom.Name, OutcomeRequeued, time.Since(began))
+			pause(ctx, f.delay)
+			return err
+		}
+		f.metrics.handled(dom.Name, OutcomeStored, time.Since(began))
+		return nil
+	}
+}
+
+// call runs h with the delivery in its context and a timeout, turning a panic
+// into an error so that it is retried like one.
+func (f *Flow) call(ctx context.Context, h HandlerFunc, d Delivery) (err error) {
+	ctx, cancel := context.WithTimeout(withDelivery(ctx, d), f.timeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			f.log.Error("handler panicked", "message_id", d.MessageID, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return h(ctx, d)
+}
+
+// retryCopy builds the copy of d that goes to the retry queue, or to the DLQ
+// when err is permanent or the retries are spent.
+func (d Delivery) retryCopy(dom topology.Domain, err error) (Outgoing, string) {
+	text := truncate(err.Error())
+	out := Outgoing{
+		MessageID: d.MessageID,
+		TraceID:   d.TraceID,
+		Priority:  d.Priority,
+		Body:      withLastError(d.Body, text),
+		Headers:   d.copyHeaders(),
+	}
+	out.Headers[HeaderLastError] = text
+	switch {
+	case IsPermanent(err):
+		out.RoutingKey = dom.DLQKey
+		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
+		out.Headers[HeaderDeadReason] = "permanent: " + text
+		return out, OutcomeDead
+	case d.Retry >= dom.Retry.MaxRetries:
+		out.RoutingKey = dom.DLQKey
+		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
+		out.Headers[HeaderDeadReason] = fmt.Sprintf("retries exhausted (%d of %d)", d.Retry, dom.Retry.MaxRetries)
+		return out, OutcomeDead
+	default:
+		out.RoutingKey = dom.RetryKey
+		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry + 1)
+		return out, OutcomeRetried
+	}
+}
+
+// withLastError sets the record's lastError field in a JSON object body, as
+// the seed's consumers do; any other body is returned unchanged.
+func withLastError(body []byte, text string) []byte {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return body
+	}
+	v, err := json.Marshal(text)
+	if err != nil {
+		return body
+	}
+	obj["lastError"] = v
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func truncate(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	s = s[:maxErrorText]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,95 @@
+package messaging
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ContentType is the content type of every message Isle publishes; Spring's
+// Jackson converter only decodes bodies whose type says json.
+const ContentType = "application/json"
+
+// Marshaler maps watermill messages to AMQP publishings and back.
+//
+// Publishing: metadata becomes string headers, except the _amqp.* keys that
+// set properties and the integer headers (the domains' retry counts), which
+// are sent as int32 as a Spring producer sends them. Every message is
+// persistent, application/json, with the watermill UUID as message_id.
+//
+// Consuming never fails: every header, whatever its AMQP type, is rendered
+// as text into the metadata, and the original table is kept as JSON for the
+// DLQ tables. A delivery without a message_id gets one derived from its body,
+// so it is stable across redeliveries.
+type Marshaler struct {
+	// IntHeaders are sent as int32 when their value is numeric.
+	IntHeaders map[string]bool
+}
+
+// Marshal implements the watermill-amqp Marshaler.
+func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
+	headers := make(amqp.Table, len(msg.Metadata))
+	for k, v := range msg.Metadata {
+		if strings.HasPrefix(k, metaPrefix) || deathHeader(k) {
+			continue
+		}
+		if m.IntHeaders[k] {
+			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+				headers[k] = int32(n)
+				continue
+			}
+		}
+		headers[k] = v
+	}
+	p := amqp.Publishing{
+		Headers:       headers,
+		ContentType:   ContentType,
+		DeliveryMode:  amqp.Persistent,
+		MessageId:     msg.UUID,
+		Timestamp:     time.Now().UTC().Truncate(time.Second),
+		CorrelationId: msg.Metadata.Get(metaCorrelation),
+		AppId:         "isle",
+		Body:          msg.Payload,
+	}
+	if pr, err := strconv.ParseUint(msg.Metadata.Get(metaPriority), 10, 8); err == nil {
+		p.Priority = uint8(min(pr, 9))
+	}
+	return p, nil
+}
+
+// Unmarshal implements the watermill-amqp Marshaler; it never returns an error.
+func (m Marshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
+	id := d.MessageId
+	if id == "" {
+		if h, ok := d.Headers["_watermill_message_uuid"].(string); ok && h != "" {
+			id = h
+		} else {
+			sum := sha256.Sum256(d.Body)
+			id = "sha256:" + hex.EncodeToString(sum[:16])
+		}
+	}
+	msg := message.NewMessage(id, d.Body)
+	for k, v := range d.Headers {
+		msg.Metadata.Set(k, headerString(v))
+	}
+	if raw, err := json.Marshal(jsonable(d.Headers)); err == nil {
+		msg.Metadata.Set(metaHeadersJSON, string(raw))
+	}
+	msg.Metadata.Set(metaRoutingKey, d.RoutingKey)
+	msg.Metadata.Set(metaExchange, d.Exchange)
+	msg.Metadata.Set(metaContentType, d.ContentType)
+	msg.Metadata.Set(metaPriority, strconv.Itoa(int(d.Priority)))
+	if d.CorrelationId != "" {
+		msg.Metadata.Set(metaCorrelation, d.CorrelationId)
+	}
+	if d.Redelivered {
+		msg.Metadata.Set(metaRedelivered, "true")
+	}
+	return msg, nil
+}

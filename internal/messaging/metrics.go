@@ -1,0 +1,83 @@
+package messaging
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of one delivery, the "outcome" label of isle_messages_total.
+const (
+	OutcomeOK       = "ok"       // handled and acked
+	OutcomeRetried  = "retried"  // copied to the retry queue
+	OutcomeDead     = "dead"     // copied to the DLQ
+	OutcomeFailed   = "failed"   // failed where the domain has no retry (logged and counted only)
+	OutcomeRequeued = "requeued" // could not be copied; nacked back to its queue
+	OutcomeStored   = "stored"   // a dead message written to its MySQL table
+)
+
+// Metrics are the messaging layer's Prometheus collectors. A nil *Metrics
+// records nothing.
+type Metrics struct {
+	messages       *prometheus.CounterVec
+	handlerSeconds *prometheus.HistogramVec
+	publishes      *prometheus.CounterVec
+	publishSeconds *prometheus.HistogramVec
+}
+
+// NewMetrics registers the collectors on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_messages_total",
+			Help: "Deliveries handled, by domain and outcome (ok, retried, dead, failed, requeued, stored).",
+		}, []string{"domain", "outcome"}),
+		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "isle_handler_duration_seconds",
+			Help:    "Time a handler took for one delivery, by domain.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"domain"}),
+		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_published_total",
+			Help: "Publishes by exchange, routing key and result (confirmed, unconfirmed, error).",
+		}, []string{"exchange", "routing_key", "result"}),
+		publishSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "isle_publish_duration_seconds",
+			Help:    "Time from publish to the broker's confirm, by exchange.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 12),
+		}, []string{"exchange"}),
+	}
+	reg.MustRegister(m.messages, m.handlerSeconds, m.publishes, m.publishSeconds)
+	return m
+}
+
+func (m *Metrics) handled(domain, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.messages.WithLabelValues(domain, outcome).Inc()
+	if took > 0 {
+		m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
+	}
+}
+
+// Count records one outcome of a domain without a duration.
+func (m *Metrics) Count(domain, outcome string) { m.handled(domain, outcome, 0) }
+
+func (m *Metrics) published(exchange, routingKey string, err error, took time.Duration) {
+	if m == nil {
+		return
+	}
+	result := "confirmed"
+	switch {
+	case errors.Is(err, ErrUnconfirmed):
+		result = "unconfirmed"
+	case err != nil:
+		result = "error"
+	}
+	m.publishes.WithLabelValues(exchange, routingKey, result).Inc()
+	if err == nil {
+		m.publishSeconds.WithLabelValues(exchange).Observe(took.Seconds())
+	}
+}

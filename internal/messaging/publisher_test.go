@@ -1,0 +1,78 @@
+package messaging_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/stretchr/testify/require"
+)
+
+// A broker that stops answering yields an error within the timeout, never a
+// hang; when it answers again, publishing works again.
+func TestStuckBrokerYieldsAnErrorInTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	proxy := storetest.NewProxy(t, "127.0.0.1:5672")
+	url := strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1)
+	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: url, Timeout: 400 * time.Millisecond, Channels: 2}, b.tp, nil, b.log)
+	require.NoError(t, err)
+	defer pub.Close()
+	dom := b.domain(t, topology.DomainEmail)
+	out := messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody)}
+	require.NoError(t, pub.Send(context.Background(), out))
+
+	proxy.Pause()
+	for range 3 { // more callers than channels: none hangs
+		began := time.Now()
+		err := pub.Send(context.Background(), out)
+		require.ErrorIs(t, err, messaging.ErrUnconfirmed)
+		require.Less(t, time.Since(began), 2*time.Second)
+	}
+	proxy.Resume()
+	eventually(t, 10*time.Second, func() bool { return pub.Send(context.Background(), out) == nil }, "publishing did not recover")
+}
+
+func TestUnknownRoutingKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	err := b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: "nowhere", Body: []byte("{}")})
+	require.ErrorContains(t, err, `routing key "nowhere" is not in the topology`)
+}
+
+// What Isle publishes carries what a Spring consumer needs.
+func TestPublishedProperties(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainObjectReplication)
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{
+		RoutingKey: dom.RoutingKey, Body: []byte(`{"taskId":7}`), MessageID: "m-props", TypeID: dom.TypeID,
+		TraceID: "trace-9", Priority: 9, Headers: map[string]string{dom.RetryHeader: "2"},
+	}))
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	var got bool
+	eventually(t, 5*time.Second, func() bool {
+		d, ok, err := ch.Get(dom.Queue, true)
+		require.NoError(t, err)
+		if !ok {
+			return false
+		}
+		got = true
+		require.Equal(t, "application/json", d.ContentType)
+		require.EqualValues(t, 2, d.DeliveryMode, "persistent")
+		require.Equal(t, "m-props", d.MessageId)
+		require.EqualValues(t, 9, d.Priority)
+		require.Equal(t, "trace-9", d.CorrelationId)
+		require.Equal(t, dom.TypeID, d.Headers["__TypeId__"])
+		require.Equal(t, "trace-9", d.Headers["x-trace-id"])
+		require.Equal(t, int32(2), d.Headers[dom.RetryHeader], "retry counts are int32, as Spring sends them")
+		return true
+	}, "message not in the queue")
+	require.True(t, got)
+}
