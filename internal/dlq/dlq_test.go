@@ -1,0 +1,103 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// A message that exhausted its retries is stored; a replay sends it through
+// the main queue once, with the retry count reset, and the handler sees it.
+func TestReplayReachesTheHandlerOnce(t *testing.T) {
+	t.Parallel()
+	_, prefix := storetest.AMQP(t)
+	tp, err := topology.New(topology.Config{Prefix: prefix, Retry: map[string]topology.RetryPolicy{
+		topology.DomainAgentBilling: {MaxRetries: 1, Delay: 100 * time.Millisecond},
+	}})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := messaging.NewMetrics(prometheus.NewRegistry())
+	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL()}, tp, m, log)
+	require.NoError(t, err)
+	defer pub.Close()
+	db := storetest.MySQL(t)
+	dom, _ := tp.Domain(topology.DomainAgentBilling)
+	flow := messaging.NewFlow(messaging.FlowConfig{}, pub, m, log)
+
+	var healthy atomic.Bool
+	var mu sync.Mutex
+	var seen []messaging.Delivery
+	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL()}, log)
+	require.NoError(t, err)
+	c.Add(messaging.Route{Name: "main", Queue: dom.Queue, Handle: flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		mu.Lock()
+		seen = append(seen, d)
+		mu.Unlock()
+		if !healthy.Load() {
+			return errors.New("ledger unavailable")
+		}
+		return nil
+	})})
+	c.Add(messaging.Route{Name: "dlq", Queue: dom.DLQ, Handle: flow.DLQ(dom, handlers.NewDeadLetters(db, dom, log).Handle)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	<-c.Running()
+
+	body := `{"deductionId":"d-1","username":"u","amountFen":"0.5","modelName":"m","inputTokens":1,"outputTokens":1}`
+	require.NoError(t, pub.Send(ctx, messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(body), MessageID: "m-1", TypeID: dom.TypeID}))
+	store := dlq.NewStore(db, tp)
+	var entries []dlq.Entry
+	require.Eventually(t, func() bool {
+		entries, err = store.List(ctx, dlq.Filter{})
+		require.NoError(t, err)
+		return len(entries) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, dom.Name, entries[0].Ref.Domain)
+	require.Equal(t, 1, entries[0].RetryCount)
+
+	healthy.Store(true)
+	require.NoError(t, store.Replay(ctx, pub, entries[0].Ref, false))
+	require.ErrorIs(t, store.Replay(ctx, pub, entries[0].Ref, false), dlq.ErrAlreadyReplayed)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 3 }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3, "2 failed attempts, then the replay once")
+	last := seen[2]
+	require.Equal(t, "m-1", last.MessageID)
+	require.Zero(t, last.Retry, "the retry count is reset")
+	require.Equal(t, "1", last.Headers[messaging.HeaderReplay])
+	require.Equal(t, dom.TypeID, last.TypeID)
+
+	left, err := store.List(ctx, dlq.Filter{NotReplayed: true})
+	require.NoError(t, err)
+	require.Empty(t, left)
+	res, err := store.ReplayAll(ctx, pub, dom.Name, false, 0)
+	require.NoError(t, err)
+	require.Equal(t, dlq.Result{}, res, "nothing left to replay without force")
+}
+
+func TestParseRef(t *testing.T) {
+	t.Parallel()
+	ref, err := dlq.ParseRef("payment-receipt/42")
+	require.NoError(t, err)
+	require.Equal(t, dlq.Ref{Domain: "payment-receipt", ID: 42}, ref)
+	for _, bad := range []string{"", "email", "email/", "email/x", "/3", "email/0", "email/-1"} {
+		_, err := dlq.ParseRef(bad)
+		require.Error(t, err, bad)
+	}
+}
