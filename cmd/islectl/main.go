@@ -5,6 +5,10 @@
 //	islectl topology show [-json]
 //	islectl topology apply
 //	islectl topology verify [-amqp-only]
+//	islectl queues
+//	islectl dlq list [-domain D] [-since 24h] [-all] [-limit N]
+//	islectl dlq show DOMAIN/ID
+//	islectl dlq replay DOMAIN/ID... [-force] | -domain D -all [-force]
 //
 // It reads the same environment variables as the fleet (doc/config.md).
 // Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
@@ -60,6 +64,8 @@ func init() {
 	commands = map[string]command{
 		"migrate":  {"apply pending MySQL migrations (creates the database if missing)", runMigrate},
 		"topology": {"show | apply | verify the RabbitMQ wire contract", runTopology},
+		"queues":   {"depth and consumers of every queue of the topology", runQueues},
+		"dlq":      {"list | show ID | replay ID... | replay --domain D --all: stored dead messages", runDLQ},
 	}
 }
 

@@ -1,5 +1,10 @@
 // Command worker runs Isle's consumers: one per domain of the wire contract,
 // and the DLQ consumers that persist dead messages (SPEC section 1).
+//
+//	worker [-handlers all|dlq|email,agent-billing,email-dlq,...]
+//
+// Operators scale each kind on its own by running workers with different
+// -handlers; per-domain concurrency and prefetch come from the environment.
 package main
 
 import (
@@ -8,10 +13,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -25,6 +35,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	handlerSpec := fs.String("handlers", "all", "handlers to run, comma-separated: all, dlq (every DLQ consumer), domain names, <domain>-dlq")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,14 +49,58 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	defer deps.Close()
-	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, deps.Checks()...)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := messaging.NewMetrics(reg)
+	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
+		URL: cfg.AMQP.URL, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+	}, deps.Topology, metrics, log)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	flow := messaging.NewFlow(messaging.FlowConfig{HandlerTimeout: cfg.Worker.HandlerTimeout}, pub, metrics, log)
+	selected, err := selectRoutes(routes(deps, flow, cfg.Worker, log), *handlerSpec)
+	if err != nil {
+		return err
+	}
+
+	consumer, err := messaging.NewConsumer(messaging.ConsumerConfig{
+		URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+	}, log)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(selected))
+	for i, r := range selected {
+		consumer.Add(r)
+		names[i] = r.Name
+	}
+	checks := append(deps.Checks(), app.Check{Name: "publisher", Fn: func(context.Context) error {
+		if !pub.Connected() {
+			return fmt.Errorf("not connected")
+		}
+		return nil
+	}})
+	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, checks...)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
+	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
-	log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "domains", len(deps.Topology.Domains()))
-	<-ctx.Done()
+	go func() {
+		select {
+		case <-consumer.Running():
+			log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
+				"handlers", strings.Join(names, ","), "prefetch", cfg.Worker.Prefetch)
+		case <-ctx.Done():
+		}
+	}()
+	if err := consumer.Run(ctx); err != nil {
+		return err
+	}
 	log.Info("worker stopped")
 	return nil
 }

@@ -1,9 +1,13 @@
 package config
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
 )
 
 // load runs one binary's loader over getenv and reports every problem at once.
@@ -54,18 +58,40 @@ type Worker struct {
 // WorkerSection holds the consumer settings.
 type WorkerSection struct {
 	OpsAddr            string
-	SourceFetchTimeout time.Duration
+	Prefetch           int
+	Concurrency        map[string]int // handlers per queue, by domain; every domain is present
+	HandlerTimeout     time.Duration
 	ShutdownTimeout    time.Duration
+	SourceFetchTimeout time.Duration
 }
 
 func loadWorker(l *loader) WorkerSection {
-	return WorkerSection{
-		OpsAddr: l.String("WORKER_OPS_ADDR", ":9090", "Address of the worker's /healthz and /metrics; empty to serve none."),
+	w := WorkerSection{
+		OpsAddr:  l.String("WORKER_OPS_ADDR", ":9090", "Address of the worker's /healthz and /metrics; empty to serve none."),
+		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535, "Unacknowledged deliveries each handler's channel may hold (AMQP prefetch)."),
+		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
+			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
+		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", messaging.ShutdownTimeoutDefault, time.Second, 10*time.Minute,
+			"How long a worker lets handlers in flight finish at SIGTERM; then they are canceled and their messages requeued."),
 		SourceFetchTimeout: l.Millis("OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS", 60*time.Second, time.Second, time.Hour,
 			"Timeout of one source download by the replication consumer, in ms."),
-		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute,
-			"How long a worker lets handlers in flight finish at SIGTERM."),
+		Concurrency: map[string]int{},
 	}
+	def := l.Int("WORKER_CONCURRENCY", 4, 1, 256, "Handlers consuming each main queue in parallel, each on its own channel.")
+	for _, d := range topology.DomainNames() {
+		w.Concurrency[d] = def
+	}
+	for _, item := range l.List("WORKER_CONCURRENCY_BY_DOMAIN", nil,
+		"Per-domain overrides of WORKER_CONCURRENCY, comma-separated domain=N (e.g. agent-billing=32,email=2).") {
+		name, val, ok := cutEq(item)
+		n, err := strconv.Atoi(val)
+		if _, known := w.Concurrency[name]; !ok || !known || err != nil || n < 1 || n > 256 {
+			l.failf("WORKER_CONCURRENCY_BY_DOMAIN", item, "want domain=N with a domain of %s and N in 1..256", strings.Join(topology.DomainNames(), ", "))
+			continue
+		}
+		w.Concurrency[name] = n
+	}
+	return w
 }
 
 func loadWorkerConfig(l *loader) Worker {

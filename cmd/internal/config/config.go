@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
@@ -103,10 +104,12 @@ func loadRedis(l *loader) Redis {
 // AMQP is the RabbitMQ section: the connection, the management API and the
 // wire contract's settings (name prefix, retry policies, type ids).
 type AMQP struct {
-	URL           string
-	VHost         string
-	ManagementURL string // with credentials
-	Topology      topology.Config
+	URL             string
+	VHost           string
+	PublishTimeout  time.Duration
+	PublishChannels int
+	ManagementURL   string // with credentials
+	Topology        topology.Config
 }
 
 func loadAMQP(l *loader) AMQP {
@@ -119,7 +122,14 @@ func loadAMQP(l *loader) AMQP {
 	if vhost == "/" {
 		u.Path = "/"
 	}
-	a := AMQP{URL: u.String(), VHost: vhost}
+	a := AMQP{
+		URL:   u.String(),
+		VHost: vhost,
+		PublishTimeout: l.Duration("RABBITMQ_PUBLISH_TIMEOUT", messaging.PublishTimeoutDefault, 100*time.Millisecond, 5*time.Minute,
+			"Longest one publish may wait for the broker's confirm; a blocked broker then yields an error (the API answers 503)."),
+		PublishChannels: l.Int("RABBITMQ_PUBLISH_CHANNELS", messaging.PublishChannelsDefault, 1, 1024,
+			"Confirm channels each process publishes on; callers beyond it wait for a free one."),
+	}
 	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
 		"RabbitMQ management API, used by `islectl topology verify` to compare bindings and by `islectl queues`; the RabbitMQ user's credentials are added.")
 	if mu, err := url.Parse(mgmt); err != nil || mu.Host == "" {
