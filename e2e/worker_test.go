@@ -3,7 +3,11 @@ package e2e_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -208,11 +212,23 @@ func TestDLQReplay(t *testing.T) {
 	t.Parallel()
 	f := newDeadFleet(t)
 	w := start(t, f.env, "worker", "-handlers", "dlq")
-	w.waitFor(t, 30*time.Second, "worker started")
+	started := w.waitFor(t, 30*time.Second, "worker started")
 	f.publishDead(t, 1)
 	require.Eventually(t, func() bool { return f.rows(t) == 1 }, 20*time.Second, 50*time.Millisecond)
 
-	out, code := islectl(t, f.env, "dlq", "list")
+	// The worker's metrics count the stored message; islectl queues sees the consumers.
+	var line struct{ Ops string }
+	require.NoError(t, json.Unmarshal([]byte(started), &line))
+	resp, err := http.Get("http://" + line.Ops + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(metrics), `isle_messages_total{domain="email",outcome="stored"} 1`)
+	out, code := islectl(t, f.env, "queues")
+	require.Zero(t, code, out)
+	require.Regexp(t, regexp.MustCompile(regexp.QuoteMeta(f.email.DLQ)+`\s+email\s+dlq\s+0\s+1`), out)
+
+	out, code = islectl(t, f.env, "dlq", "list")
 	require.Zero(t, code, out)
 	require.Contains(t, out, "email/1")
 	require.Contains(t, out, "u0@example.com")
@@ -247,7 +263,7 @@ func TestDLQReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, q.Messages, "published once")
 
-	out, code = islectl(t, f.env, "dlq", "replay", "-force", "email/1")
+	out, code = islectl(t, f.env, "dlq", "replay", "email/1", "-force")
 	require.Zero(t, code, out)
 	out, code = islectl(t, f.env, "dlq", "list", "-all")
 	require.Zero(t, code, out)

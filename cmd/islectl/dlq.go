@@ -17,7 +17,6 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
-	"gorm.io/gorm"
 )
 
 func runDLQ(ctx context.Context, e env, args []string) error {
@@ -32,8 +31,9 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 	all := fs.Bool("all", false, "replay: every row of --domain not replayed yet; list: include replayed rows")
 	force := fs.Bool("force", false, "replay: replay rows that were replayed before")
 	limit := fs.Int("limit", 100, "list: rows per domain; replay --all: most rows")
-	if err := fs.Parse(rest); err != nil {
-		return usagef("%v", err)
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.LoadIslectl(e.getenv)
 	if err != nil {
@@ -52,6 +52,9 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 
 	switch sub {
 	case "list":
+		if len(pos) > 0 {
+			return usagef("dlq list takes no arguments, only flags")
+		}
 		f := dlq.Filter{NotReplayed: !*all, Limit: *limit}
 		if *domain != "" {
 			f.Domains = []string{*domain}
@@ -66,10 +69,10 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 		printEntries(e.out, entries)
 		return nil
 	case "show":
-		if fs.NArg() != 1 {
+		if len(pos) != 1 {
 			return usagef("dlq show takes one id, e.g. email/12")
 		}
-		ref, err := dlq.ParseRef(fs.Arg(0))
+		ref, err := dlq.ParseRef(pos[0])
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -79,11 +82,11 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 		}
 		return printEntry(e.out, entry)
 	default:
-		return replay(ctx, e, cfg, tp, db, dead, fs.Args(), *domain, *all, *force, *limit)
+		return replay(ctx, e, cfg, tp, dead, pos, *domain, *all, *force, *limit)
 	}
 }
 
-func replay(ctx context.Context, e env, cfg config.Islectl, tp *topology.Topology, db *gorm.DB, dead *dlq.Store,
+func replay(ctx context.Context, e env, cfg config.Islectl, tp *topology.Topology, dead *dlq.Store,
 	ids []string, domain string, all, force bool, limit int) error {
 	var refs []dlq.Ref
 	for _, id := range ids {

@@ -17,6 +17,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -108,4 +109,21 @@ func subcommand(args []string, allowed ...string) (string, []string, error) {
 		}
 	}
 	return "", nil, usagef("unknown subcommand %q, want one of: %s", args[0], strings.Join(allowed, ", "))
+}
+
+// parseFlags parses flags wherever they stand among the positional
+// arguments ("dlq replay email/12 -force" as well as "-force email/12") and
+// returns the positional ones.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
 }

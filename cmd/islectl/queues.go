@@ -16,8 +16,10 @@ import (
 func runQueues(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
 	fs.SetOutput(e.out)
-	if err := fs.Parse(args); err != nil {
-		return usagef("%v", err)
+	if pos, err := parseFlags(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
 	}
 	cfg, err := config.LoadIslectl(e.getenv)
 	if err != nil {

@@ -27,8 +27,10 @@ func runTopology(ctx context.Context, e env, args []string) error {
 	fs.SetOutput(e.out)
 	asJSON := fs.Bool("json", false, "show: print JSON")
 	amqpOnly := fs.Bool("amqp-only", false, "verify: do not use the management API (bindings are then not checked)")
-	if err := fs.Parse(rest); err != nil {
-		return usagef("%v", err)
+	if pos, err := parseFlags(fs, rest); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
 	}
 	cfg, err := config.LoadIslectl(e.getenv)
 	if err != nil {
