@@ -35,11 +35,7 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.LoadIslectl(e.getenv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	tp, err := topology.New(cfg.AMQP.Topology)
+	cfg, tp, err := load(e)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/topology"
 )
 
 func main() {
@@ -126,4 +129,14 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+}
+
+// load reads the configuration and resolves the topology it names.
+func load(e env) (config.Islectl, *topology.Topology, error) {
+	cfg, err := config.LoadIslectl(e.getenv)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("configuration:\n%w", err)
+	}
+	tp, err := topology.New(cfg.AMQP.Topology)
+	return cfg, tp, err
 }

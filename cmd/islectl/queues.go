@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -21,11 +19,7 @@ func runQueues(ctx context.Context, e env, args []string) error {
 	} else if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	cfg, err := config.LoadIslectl(e.getenv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	tp, err := topology.New(cfg.AMQP.Topology)
+	cfg, tp, err := load(e)
 	if err != nil {
 		return err
 	}

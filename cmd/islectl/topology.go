@@ -32,11 +32,7 @@ func runTopology(ctx context.Context, e env, args []string) error {
 	} else if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	cfg, err := config.LoadIslectl(e.getenv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	tp, err := topology.New(cfg.AMQP.Topology)
+	cfg, tp, err := load(e)
 	if err != nil {
 		return err
 	}
