@@ -30,6 +30,6 @@ func Models() []any {
 		&UserAccount{}, &LedgerEntry{}, &ModelPricing{}, &UsageStat{}, &UsageEvent{},
 		&PaymentOrder{}, &PaymentNotifyRecord{},
 		&StoredObject{}, &ObjectOutbox{}, &ReplicationTask{},
-		&IdentityVerification{}, &GameScore{}, &OutboxMessage{},
+		&IdentityVerification{}, &GameScore{}, &OutboxMessage{}, &UserBan{},
 	}
 }

@@ -67,3 +67,27 @@ func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.D
 	}
 	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond}, nil
 }
+
+// Sliding is the state of a sliding-window limit after an event.
+type Sliding struct {
+	Allowed    bool
+	Count      int64         // events in the window, this one included when allowed
+	RetryAfter time.Duration // until the oldest event leaves the window; 0 when allowed
+}
+
+// SlideWindow runs sliding_window.lua: it records an event at now in the
+// sorted set key unless limit events already happened within window.
+func SlideWindow(ctx context.Context, c redis.Scripter, key string, limit int, window time.Duration, now time.Time) (Sliding, error) {
+	if limit <= 0 || window < time.Millisecond {
+		return Sliding{}, fmt.Errorf("store: sliding window %s: limit %d per %s: want a positive limit and window", key, limit, window)
+	}
+	member := strconv.FormatInt(now.UnixMilli(), 10) + ":" + strconv.FormatInt(now.UnixNano(), 10)
+	vals, err := slidingScript.Run(ctx, c, []string{key}, now.UnixMilli(), window.Milliseconds(), limit, member).Int64Slice()
+	if err != nil {
+		return Sliding{}, fmt.Errorf("store: sliding window %s: %w", key, err)
+	}
+	if len(vals) != 3 {
+		return Sliding{}, fmt.Errorf("store: sliding window %s: unexpected result %v", key, vals)
+	}
+	return Sliding{Allowed: vals[0] == 1, Count: vals[1], RetryAfter: time.Duration(vals[2]) * time.Millisecond}, nil
+}

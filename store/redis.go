@@ -54,6 +54,10 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 				DialTimeout:  timeout,
 				ReadTimeout:  timeout,
 				WriteTimeout: timeout,
+				// Deadlines of callers' contexts bound commands too, so a
+				// caller can ask a quick answer (the API's ban check) of a
+				// Redis that does not answer.
+				ContextTimeoutEnabled: true,
 			})
 			byIndex[idx] = c
 		}

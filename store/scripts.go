@@ -24,4 +24,5 @@ var (
 	tokenBucketScript = script("token_bucket.lua")
 	incrWindowScript  = script("incr_window.lua")
 	unlockScript      = script("unlock.lua")
+	slidingScript     = script("sliding_window.lua")
 )

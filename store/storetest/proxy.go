@@ -8,13 +8,14 @@ import (
 
 // Proxy is a TCP proxy in front of a real service, for fault tests: Pause
 // makes it hold every byte (a stuck peer: connections stay open, nothing
-// moves), Resume lets traffic flow again, and Cut closes every connection (a
-// network failure).
+// moves), Resume lets traffic flow again, Cut closes every connection (a
+// network failure), and Down/Up make the service unreachable and back.
 type Proxy struct {
 	ln       net.Listener
 	upstream string
 	mu       sync.Mutex
 	paused   bool
+	down     bool
 	resumed  *sync.Cond
 	conns    []net.Conn
 }
@@ -56,6 +57,22 @@ func (p *Proxy) Resume() {
 	p.resumed.Broadcast()
 }
 
+// Down makes the service unreachable: open connections are closed and new
+// ones are closed at once, until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.Cut()
+}
+
+// Up makes the service reachable again after Down.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
 // Cut closes every open connection; new ones are still accepted.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -72,6 +89,13 @@ func (p *Proxy) accept() {
 		down, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		refused := p.down
+		p.mu.Unlock()
+		if refused {
+			_ = down.Close()
+			continue
 		}
 		up, err := net.Dial("tcp", p.upstream)
 		if err != nil {

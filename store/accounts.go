@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+)
+
+// ErrUserExists is returned by CreateUser for a taken username.
+var ErrUserExists = errors.New("store: user exists")
+
+// OpeningEntryID is the ledger entry id of an account's opening balance.
+const OpeningEntryID = "opening"
+
+// CreateUser adds a user_account row. A non-zero opening balance is written
+// with its RECHARGE ledger entry in the same transaction, so the balance is
+// always the sum of the ledger.
+func CreateUser(ctx context.Context, db *gorm.DB, username, email string, opening decimal.Decimal) (UserAccount, error) {
+	if username == "" || len(username) > 64 {
+		return UserAccount{}, fmt.Errorf("store: create user: username must be 1..64 bytes")
+	}
+	if opening.IsNegative() || opening.Exponent() < -MoneyScale {
+		return UserAccount{}, fmt.Errorf("store: create user %s: opening balance %s: want >= 0 with at most 8 decimals", username, opening)
+	}
+	u := UserAccount{Username: username, BalanceFen: opening}
+	if email != "" {
+		u.Email = &email
+	}
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		if err := tx.Omit("created_at", "updated_at", "pro_expire_at").Create(&u).Error; err != nil {
+			if IsDuplicate(err) {
+				return fmt.Errorf("%w: %s", ErrUserExists, username)
+			}
+			return err
+		}
+		if !opening.IsPositive() {
+			return nil
+		}
+		reason := "opening balance"
+		return tx.Omit("id", "created_at").Create(&LedgerEntry{
+			Username: username, Kind: LedgerRecharge, EntryID: OpeningEntryID, AmountFen: opening,
+			Reason: &reason, Source: "islectl", OccurredAt: time.Now().UTC(),
+		}).Error
+	})
+	if err != nil {
+		return UserAccount{}, fmt.Errorf("store: create user %s: %w", username, err)
+	}
+	return u, nil
+}
+
+// GetUser returns the account of username, or ErrNotFound.
+func GetUser(ctx context.Context, db *gorm.DB, username string) (UserAccount, error) {
+	var u UserAccount
+	err := db.WithContext(ctx).Where("username = ?", username).Take(&u).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return u, fmt.Errorf("store: user %s: %w", username, ErrNotFound)
+	}
+	if err != nil {
+		return u, fmt.Errorf("store: user %s: %w", username, err)
+	}
+	return u, nil
+}
