@@ -40,6 +40,7 @@ type PublisherConfig struct {
 // concurrent use; each Send waits for its own confirm, and callers run in
 // parallel on a pool of channels.
 type Publisher struct {
+	url      string
 	wm       *wamqp.Publisher
 	tp       *topology.Topology
 	exchange map[string]string // routing key -> exchange
@@ -53,6 +54,7 @@ type Publisher struct {
 // its queue exists would be dropped, even with confirms) and opens the pool.
 func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *slog.Logger) (*Publisher, error) {
 	p := &Publisher{
+		url:      cfg.URL,
 		tp:       tp,
 		exchange: make(map[string]string),
 		timeout:  cmp.Or(cfg.Timeout, PublishTimeoutDefault),
@@ -110,9 +112,6 @@ func retryHeaders(tp *topology.Topology) map[string]bool {
 
 // Topology is the contract the publisher routes by.
 func (p *Publisher) Topology() *topology.Topology { return p.tp }
-
-// Connected reports whether the publisher's connection is up.
-func (p *Publisher) Connected() bool { return p.wm.IsConnected() }
 
 // Close closes the channels and the connection.
 func (p *Publisher) Close() error { return p.wm.Close() }
@@ -182,5 +181,35 @@ func (p *Publisher) send(ctx context.Context, routingKey string, msg *message.Me
 	case <-ctx.Done():
 		p.log.Warn("publish not confirmed in time", "routing_key", routingKey, "message_id", msg.UUID, "timeout", p.timeout)
 		return fmt.Errorf("%w (%v)", ErrUnconfirmed, ctx.Err())
+	}
+}
+
+// Ping checks that the broker answers, on a short-lived connection of its
+// own: watermill-amqp's connection wrapper swaps its state without a lock
+// while it reconnects, so it is not read from other goroutines here.
+func (p *Publisher) Ping(ctx context.Context) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(p.timeout)
+	}
+	done := make(chan error, 1)
+	go func() {
+		conn, err := amqp.DialConfig(p.url, amqp.Config{
+			Dial:       amqp.DefaultDial(time.Until(dl)),
+			Properties: amqp.Table{"connection_name": "isle-ping"},
+		})
+		if err == nil {
+			err = conn.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("messaging: RabbitMQ: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("messaging: RabbitMQ did not answer: %w", ctx.Err())
 	}
 }

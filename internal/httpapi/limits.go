@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+)
+
+// LimitKind selects the algorithm of a Limit.
+type LimitKind int
+
+// The limiters of seed 000.
+const (
+	TokenBucket   LimitKind = iota + 1 // token_bucket.lua: Max tokens refilled over Per (bursts up to Max)
+	FixedWindow                        // incr_window.lua: Max requests per Per, the window starting at the first
+	SlidingWindow                      // sliding_window.lua: Max requests in any span of Per
+)
+
+// Limit is one rate limit of a route. Key gives the values of Family's key
+// (e.g. the client IP, or the user); false skips the limit for the request.
+type Limit struct {
+	Name   string // metric label, e.g. "score-submit"
+	Kind   LimitKind
+	Family *keys.Family
+	Max    int
+	Per    time.Duration
+	Key    func(r *http.Request, p Principal) ([]string, bool)
+}
+
+// limitTimeout bounds one limit check; a limit that cannot reach Redis in
+// time lets the request through (fail-open, logged and counted).
+const limitTimeout = 250 * time.Millisecond
+
+// limit applies l: a refused request is a 429 with Retry-After.
+func (s *Server) limit(ctx context.Context, r *http.Request, l Limit) error {
+	p, _ := PrincipalFrom(ctx)
+	values, ok := l.Key(r, p)
+	if !ok {
+		return nil
+	}
+	key := s.deps.Redis.Keys().Key(l.Family, values...)
+	c := s.deps.Redis.Client(l.Family.DB)
+	ctx, cancel := context.WithTimeout(ctx, limitTimeout)
+	defer cancel()
+	var (
+		allowed bool
+		retry   time.Duration
+		err     error
+	)
+	switch l.Kind {
+	case TokenBucket:
+		var res store.BucketResult
+		res, err = store.TakeToken(ctx, c, key, store.Bucket{Capacity: l.Max, Window: l.Per}, time.Time{})
+		allowed, retry = res.Allowed, res.RetryAfter
+	case FixedWindow:
+		var w store.Window
+		w, err = store.IncrWindow(ctx, c, key, l.Per)
+		allowed, retry = w.Count <= int64(l.Max), w.ResetIn
+	case SlidingWindow:
+		var res store.Sliding
+		res, err = store.SlideWindow(ctx, c, key, l.Max, l.Per, s.now())
+		allowed, retry = res.Allowed, res.RetryAfter
+	default:
+		err = fmt.Errorf("unknown limit kind %d", l.Kind)
+	}
+	if err != nil {
+		s.metrics.limitFailOps.Inc()
+		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "request_id", RequestID(ctx), "limit", l.Name, "err", err)
+		return nil
+	}
+	if allowed {
+		return nil
+	}
+	s.metrics.limited.WithLabelValues(l.Name).Inc()
+	return &Error{
+		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
+		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
+	}
+}
+
+// ByIP keys a limit by the client's address.
+func (s *Server) ByIP() func(*http.Request, Principal) ([]string, bool) {
+	return func(r *http.Request, _ Principal) ([]string, bool) { return []string{s.clientIP(r)}, true }
+}
+
+// BySubject keys a limit by the caller's token subject.
+func BySubject(_ *http.Request, p Principal) ([]string, bool) {
+	return []string{p.Subject}, p.Subject != ""
+}

@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Correlation id headers: the first one set on the request wins; the
+// answer always carries X-Request-Id.
+var correlationHeaders = []string{"X-Request-Id", "X-Correlation-Id"}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
+
+type requestIDKey struct{}
+
+// RequestID is the correlation id of the request ctx belongs to; it travels
+// in every log line of the request and in every message it causes.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// correlate takes the correlation id from the request, or makes one.
+func (s *Server) correlate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id string
+		for _, h := range correlationHeaders {
+			if v := r.Header.Get(h); requestIDPattern.MatchString(v) {
+				id = v
+				break
+			}
+		}
+		if id == "" {
+			id = uuid.NewString()
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+// recoverer turns a panic into a 500, logged with its stack.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.deps.Log.ErrorContext(r.Context(), "handler panicked", "request_id", RequestID(r.Context()), "panic", v, "stack", string(debug.Stack()))
+				writeError(w, Errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records what a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs every request and counts it per route and status.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		took := time.Since(began)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		s.metrics.seconds.WithLabelValues(route, r.Method).Observe(took.Seconds())
+		attrs := []any{"request_id", RequestID(r.Context()), "method", r.Method, "route", route, "path", r.URL.Path,
+			"status", status, "bytes", sw.bytes, "ms", float64(took.Microseconds()) / 1000, "ip", s.clientIP(r)}
+		if p, ok := PrincipalFrom(r.Context()); ok {
+			attrs = append(attrs, "sub", p.Subject, "role", p.Role)
+		}
+		s.deps.Log.InfoContext(r.Context(), "http request", attrs...)
+	})
+}
+
+// clientIP is the caller's address: the first X-Forwarded-For hop when the
+// API runs behind a trusted proxy, else the connection's peer.
+func (s *Server) clientIP(r *http.Request) string {
+	if s.cfg.TrustProxy {
+		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+			first, _, _ := strings.Cut(xff, ",")
+			if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
+				return ip.String()
+			}
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type httpMetrics struct {
+	requests     *prometheus.CounterVec
+	seconds      *prometheus.HistogramVec
+	banFailOpen  prometheus.Counter
+	limited      *prometheus.CounterVec
+	limitFailOps prometheus.Counter
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"route", "method", "status"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "isle_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"route", "method"}),
+		banFailOpen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "isle_ban_check_fail_open_total", Help: "Requests let through because the ban check could not reach Redis.",
+		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_rate_limited_total", Help: "Requests refused with 429, by limit.",
+		}, []string{"limit"}),
+		limitFailOps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "isle_rate_limit_fail_open_total", Help: "Requests let through because a rate limit could not reach Redis.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.seconds, m.banFailOpen, m.limited, m.limitFailOps)
+	return m
+}

@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// readyTimeout bounds each readiness check.
+const readyTimeout = 2 * time.Second
+
+func (s *Server) platformRoutes() {
+	s.Handle(Route{Method: http.MethodGet, Path: "/healthz", Handle: func(w http.ResponseWriter, r *http.Request) error {
+		return JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}})
+	s.Handle(Route{Method: http.MethodGet, Path: "/readyz", Handle: s.ready})
+	metrics := promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})
+	s.Handle(Route{Method: http.MethodGet, Path: "/metrics", Handle: func(w http.ResponseWriter, r *http.Request) error {
+		metrics.ServeHTTP(w, r)
+		return nil
+	}})
+	s.Handle(Route{Method: http.MethodGet, Path: "/openapi.json", Handle: func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(openAPIJSON)
+		return err
+	}})
+	s.Handle(Route{Method: http.MethodGet, Path: "/v1/me", Roles: Roles, Handle: s.me})
+}
+
+// ready answers 200 when MySQL, Redis and RabbitMQ all answer, else 503
+// naming the ones that do not.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	checks := map[string]func(context.Context) error{
+		"mysql": func(ctx context.Context) error { return store.PingMySQL(ctx, s.deps.DB) },
+		"redis": s.deps.Redis.Ping,
+	}
+	if s.deps.Publisher != nil {
+		checks["rabbitmq"] = s.deps.Publisher.Ping
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(checks))
+	for name, check := range checks {
+		go func() {
+			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			defer cancel()
+			results <- result{name, check(ctx)}
+		}()
+	}
+	status := map[string]string{}
+	ready := true
+	for range checks {
+		res := <-results
+		status[res.name] = "ok"
+		if res.err != nil {
+			status[res.name] = res.err.Error()
+			ready = false
+		}
+	}
+	if !ready {
+		return JSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": status})
+	}
+	return JSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": status})
+}
+
+// me answers who the token says the caller is, and their account if they have one.
+func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
+	p, _ := PrincipalFrom(r.Context())
+	out := map[string]any{"subject": p.Subject, "role": p.Role, "account": nil}
+	if p.Role == RoleUser {
+		u, err := store.GetUser(r.Context(), s.deps.DB, p.Subject)
+		switch {
+		case err == nil:
+			acct := map[string]any{"username": u.Username, "balanceFen": u.BalanceFen.StringFixed(store.MoneyScale), "proExpireAt": u.ProExpireAt}
+			if u.Email != nil {
+				acct["email"] = *u.Email
+			}
+			out["account"] = acct
+		case !isNotFound(err):
+			return Unavailable("load account", err)
+		}
+	}
+	return JSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+)
+
+// Defaults of Config.
+const (
+	MaxBodyDefault   = 1 << 20
+	JWTLeewayDefault = 30 * time.Second
+)
+
+// Config holds the platform's settings. Zero fields take the defaults.
+type Config struct {
+	MaxBodyBytes int64         // request body limit of a route that sets none
+	JWTSecret    []byte        // HS256 key; required
+	JWTLeeway    time.Duration // clock skew allowed on exp, nbf and iat
+	TrustProxy   bool          // take the client IP from X-Forwarded-For
+}
+
+// Deps are the services the platform and its endpoints use.
+type Deps struct {
+	DB        *gorm.DB
+	Redis     *store.Redis
+	Publisher *messaging.Publisher
+	Log       *slog.Logger
+	Registry  *prometheus.Registry
+	Now       func() time.Time // default time.Now
+}
+
+// HandlerFunc handles a request; a returned error is answered with the
+// error model (see Error, ErrUnavailable).
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Route is one endpoint.
+type Route struct {
+	Method  string
+	Path    string  // chi pattern, e.g. /v1/games/{gameId}/scores
+	Roles   []Role  // who may call it; none = anyone, without a token
+	Limits  []Limit // checked in order after authentication
+	Replay  bool    // require X-Timestamp and a fresh X-Nonce
+	MaxBody int64   // request body limit; 0 = Config.MaxBodyBytes
+	Handle  HandlerFunc
+}
+
+// Server serves the routes with the platform around them.
+type Server struct {
+	cfg     Config
+	deps    Deps
+	router  chi.Router
+	routes  []Route
+	metrics *httpMetrics
+	auth    *authenticator
+}
+
+// New returns a Server with the platform's own routes (health, readiness,
+// metrics, OpenAPI) registered.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if len(cfg.JWTSecret) == 0 {
+		return nil, errors.New("httpapi: a JWT secret is required")
+	}
+	if deps.DB == nil || deps.Redis == nil || deps.Log == nil || deps.Registry == nil {
+		return nil, errors.New("httpapi: DB, Redis, Log and Registry are required")
+	}
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
+	cfg.JWTLeeway = cmp.Or(cfg.JWTLeeway, JWTLeewayDefault)
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry)}
+	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
+	s.router.Use(s.recoverer, s.correlate, s.observe)
+	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
+	})
+	s.router.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	s.platformRoutes()
+	return s, nil
+}
+
+// Handle registers a route.
+func (s *Server) Handle(rt Route) {
+	s.routes = append(s.routes, rt)
+	s.router.Method(rt.Method, rt.Path, s.chain(rt))
+}
+
+// Routes lists the routes registered, in order.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+// Router is the chi router, for route walking in tests.
+func (s *Server) Router() chi.Routes { return s.router }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// chain wraps a route's handler in authentication, the ban check, limits
+// and replay protection, in that order.
+func (s *Server) chain(rt Route) http.Handler {
+	limit := cmp.Or(rt.MaxBody, s.cfg.MaxBodyBytes)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			s.fail(w, r, Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body larger than %d bytes", limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		ctx := r.Context()
+		if len(rt.Roles) > 0 {
+			p, err := s.authenticate(ctx, r, rt.Roles)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			ctx = withPrincipal(ctx, p)
+			r = r.WithContext(ctx)
+		}
+		for _, l := range rt.Limits {
+			if err := s.limit(ctx, r, l); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		if rt.Replay {
+			if err := s.checkReplay(ctx, r); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		if err := rt.Handle(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// fail answers with the error model and logs server-side failures.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := writeError(w, err)
+	if e.Status >= 500 {
+		s.deps.Log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "status", e.Status, "err", err)
+	}
+}
+
+func (s *Server) now() time.Time { return s.deps.Now() }

@@ -1,0 +1,141 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+var secret = []byte("test-secret-test-secret-test-secret!")
+
+type testBundle struct {
+	srv   *httpapi.Server
+	http  *httptest.Server
+	db    *gorm.DB
+	redis *store.Redis
+	pub   *messaging.Publisher
+	tp    *topology.Topology
+	reg   *prometheus.Registry
+	now   time.Time
+}
+
+type options struct {
+	redisAddr string // default: the test Redis
+	amqpURL   string // default: the test RabbitMQ
+	routes    []httpapi.Route
+	maxBody   int64
+}
+
+// setup serves the platform (and extra routes) over real services.
+func setup(t *testing.T, o options) *testBundle {
+	t.Helper()
+	_, prefix := storetest.AMQP(t)
+	tp, err := topology.New(topology.Config{Prefix: prefix})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), now: time.Now()}
+	b.redis = storetest.Redis(t)
+	if o.redisAddr != "" {
+		r, err := store.OpenRedis(store.RedisConfig{Addr: o.redisAddr, KeyPrefix: b.redis.Keys().Prefix(), Timeout: 500 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		b.redis = r
+	}
+	amqpURL := o.amqpURL
+	if amqpURL == "" {
+		amqpURL = storetest.AMQPURL()
+	}
+	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: amqpURL, Timeout: 500 * time.Millisecond}, tp, nil, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.pub.Close() })
+	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody},
+		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Log: log, Registry: b.reg})
+	require.NoError(t, err)
+	for _, rt := range o.routes {
+		b.srv.Handle(rt)
+	}
+	b.http = httptest.NewServer(b.srv)
+	t.Cleanup(b.http.Close)
+	return b
+}
+
+func (b *testBundle) token(t *testing.T, sub string, role httpapi.Role) string {
+	t.Helper()
+	tok, err := httpapi.MintToken(secret, sub, role, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
+}
+
+// do sends a request and returns the status, headers and decoded JSON body.
+func (b *testBundle) do(t *testing.T, method, path, token, body string, headers ...string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, b.http.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+// errorCode returns the error model's code, failing when the body is not one.
+func errorCode(t *testing.T, body map[string]any) string {
+	t.Helper()
+	e, ok := body["error"].(map[string]any)
+	require.True(t, ok, "not the error model: %v", body)
+	require.NotEmpty(t, e["message"])
+	return e["code"].(string)
+}
+
+// metric returns the value of one Prometheus series, or 0.
+func (b *testBundle) metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := b.reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue series
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
