@@ -12,10 +12,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func main() {
@@ -37,33 +41,58 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
-
+	if cfg.JWT.IsDefault {
+		log.Warn("API_JWT_SECRET is not set: using the built-in development secret; anyone can mint tokens for this API")
+	}
 	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
+	if n, err := store.RestoreBans(ctx, deps.DB, deps.Redis); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("bans restored into Redis from MySQL", "users", n)
+	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
+		URL: cfg.AMQP.URL, Name: "isle-api", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+	}, deps.Topology, messaging.NewMetrics(reg), log)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	api, err := httpapi.New(httpapi.Config{
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
+	}, httpapi.Deps{DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "prefix", deps.Topology.Prefix())
+	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()))
 
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("api stopping")
+	log.Info("api stopping: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -9,6 +9,8 @@
 //	islectl dlq list [-domain D] [-since 24h] [-all] [-limit N]
 //	islectl dlq show DOMAIN/ID
 //	islectl dlq replay DOMAIN/ID... [-force] | -domain D -all [-force]
+//	islectl users create USER [-email E] [-balance FEN] | ban USER [-reason R] | unban USER | bans
+//	islectl token -user NAME [-role user|service|admin] [-ttl 24h]
 //
 // It reads the same environment variables as the fleet (doc/config.md).
 // Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
@@ -70,6 +72,8 @@ func init() {
 		"topology": {"show | apply | verify the RabbitMQ wire contract", runTopology},
 		"queues":   {"depth and consumers of every queue of the topology", runQueues},
 		"dlq":      {"list | show ID | replay ID... | replay --domain D --all: stored dead messages", runDLQ},
+		"users":    {"create USER [-email E] [-balance FEN] | ban USER [-reason R] | unban USER | bans", runUsers},
+		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
 	}
 }
 

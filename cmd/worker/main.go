@@ -77,12 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		consumer.Add(r)
 		names[i] = r.Name
 	}
-	checks := append(deps.Checks(), app.Check{Name: "publisher", Fn: func(context.Context) error {
-		if !pub.Connected() {
-			return fmt.Errorf("not connected")
-		}
-		return nil
-	}})
+	checks := append(deps.Checks(), app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
 	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, checks...)
 	if err != nil {
 		return err

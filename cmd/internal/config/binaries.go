@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -24,23 +25,60 @@ type API struct {
 	Redis Redis
 	AMQP  AMQP
 	HTTP  HTTP
+	JWT   JWT
 }
 
 // HTTP is the API server section.
 type HTTP struct {
-	Addr            string
-	ShutdownTimeout time.Duration
+	Addr              string
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+	MaxBodyBytes      int64
+	TrustProxy        bool
 }
 
 func loadHTTP(l *loader) HTTP {
 	return HTTP{
-		Addr:            l.String("API_ADDR", ":8080", "Address the API listens on."),
-		ShutdownTimeout: l.Duration("API_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute, "How long the API waits for requests in flight at SIGTERM."),
+		Addr:              l.String("API_ADDR", ":8080", "Address the API listens on."),
+		ReadHeaderTimeout: l.Duration("API_READ_HEADER_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute, "Longest a client may take to send request headers."),
+		ReadTimeout:       l.Duration("API_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest a client may take to send a whole request."),
+		WriteTimeout:      l.Duration("API_WRITE_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest the API may take to answer a request."),
+		IdleTimeout:       l.Duration("API_IDLE_TIMEOUT", 120*time.Second, time.Second, time.Hour, "How long an idle keep-alive connection stays open."),
+		ShutdownTimeout:   l.Duration("API_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute, "How long the API waits for requests in flight at SIGTERM."),
+		MaxBodyBytes:      int64(l.Int("API_MAX_BODY_BYTES", 1<<20, 1024, 1<<30, "Largest request body of an endpoint that sets no limit of its own (413 above it).")),
+		TrustProxy:        l.Bool("API_TRUST_PROXY", false, "Take the client IP (rate limits, replay keys) from X-Forwarded-For: only behind a proxy that sets it."),
+	}
+}
+
+// DevJWTSecret is the JWT secret used when API_JWT_SECRET is unset. It lets
+// the local fleet and islectl token work out of the box; the API logs a
+// warning whenever it runs with it.
+const DevJWTSecret = "isle-local-development-secret-do-not-use-in-production"
+
+// JWT is the token section, shared by the API and islectl token.
+type JWT struct {
+	Secret    []byte
+	IsDefault bool // the development secret is in use
+	Leeway    time.Duration
+}
+
+func loadJWT(l *loader) JWT {
+	secret := l.Secret("API_JWT_SECRET", DevJWTSecret, "HS256 key of bearer tokens, at least 32 bytes. The default is for local use only: the API warns while it runs with it.")
+	if len(secret) < 32 {
+		l.errs = append(l.errs, fmt.Errorf("API_JWT_SECRET: %d bytes; want at least 32", len(secret)))
+	}
+	return JWT{
+		Secret:    []byte(secret),
+		IsDefault: secret == DevJWTSecret,
+		Leeway:    l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat."),
 	}
 }
 
 func loadAPI(l *loader) API {
-	return API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l)}
+	return API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
 }
 
 // LoadAPI reads the configuration of cmd/api.
@@ -179,16 +217,17 @@ func LoadReconcile(getenv func(string) string) (Reconcile, error) {
 	return load(getenv, loadReconcileConfig)
 }
 
-// Islectl is the configuration of cmd/islectl: the connections only.
+// Islectl is the configuration of cmd/islectl: the connections and the token key.
 type Islectl struct {
 	Log   Log
 	MySQL store.MySQLConfig
 	Redis Redis
 	AMQP  AMQP
+	JWT   JWT
 }
 
 func loadIslectl(l *loader) Islectl {
-	return Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l)}
+	return Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), JWT: loadJWT(l)}
 }
 
 // LoadIslectl reads the configuration of cmd/islectl.
