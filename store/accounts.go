@@ -27,6 +27,9 @@ func CreateUser(ctx context.Context, db *gorm.DB, username, email string, openin
 		return UserAccount{}, fmt.Errorf("store: create user %s: opening balance %s: want >= 0 with at most 8 decimals", username, opening)
 	}
 	u := UserAccount{Username: username, BalanceFen: opening}
+	if opening.IsPositive() {
+		u.LedgerSeq = 1
+	}
 	if email != "" {
 		u.Email = &email
 	}
@@ -42,7 +45,7 @@ func CreateUser(ctx context.Context, db *gorm.DB, username, email string, openin
 		}
 		reason := "opening balance"
 		return tx.Omit("id", "created_at").Create(&LedgerEntry{
-			Username: username, Kind: LedgerRecharge, EntryID: OpeningEntryID, AmountFen: opening,
+			Username: username, Kind: LedgerRecharge, EntryID: OpeningEntryID, Seq: 1, AmountFen: opening,
 			Reason: &reason, Source: "islectl", OccurredAt: time.Now().UTC(),
 		}).Error
 	})

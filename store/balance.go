@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 )
 
@@ -22,8 +23,8 @@ var (
 	ErrBalanceEmpty     = errors.New("store: balance is zero")             // "-3"
 )
 
-// Deduction is the outcome of DeductBalance.
-type Deduction struct {
+// Taken is the outcome of DeductBalance.
+type Taken struct {
 	Balance  decimal.Decimal // balance after the deduction
 	Deducted decimal.Decimal // min(balance before, amount): cap at zero
 	Replayed bool            // the id was deducted before; nothing changed and the first result is returned
@@ -41,63 +42,187 @@ type DeductRequest struct {
 // user's balance and records the deduction as pending, atomically. Running it
 // again with the same id, also after a client-side retry whose first reply was
 // lost, changes nothing and returns the first result with Replayed set.
-func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Deduction, error) {
+func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Taken, error) {
 	amount := req.Amount.Round(MoneyScale)
 	if !amount.IsPositive() {
-		return Deduction{}, fmt.Errorf("store: deduct %s: amount %s: %w", req.ID, req.Amount, ErrBalanceMalformed)
+		return Taken{}, fmt.Errorf("store: deduct %s: amount %s: %w", req.ID, req.Amount, ErrBalanceMalformed)
 	}
 	if req.Username == "" || req.ID == "" {
-		return Deduction{}, fmt.Errorf("store: deduct: username and deduction id are required")
+		return Taken{}, fmt.Errorf("store: deduct: username and deduction id are required")
 	}
 	c := r.Client(keys.DBAgentBilling)
 	k := []string{r.keys.AgentBalance(req.Username), r.keys.AgentPending(req.Username), r.keys.AgentDeduction(req.Username, req.ID)}
 	res, err := deductScript.Run(ctx, c, k,
 		amount.StringFixed(MoneyScale), req.ID, req.Now.UnixMilli(), int64(keys.DeductionMarkerTTL/time.Second)).Text()
 	if err != nil {
-		return Deduction{}, fmt.Errorf("store: deduct %s: %w", req.ID, err)
+		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, err)
 	}
 	switch res {
 	case "-1":
-		return Deduction{}, ErrBalanceMissing
+		return Taken{}, ErrBalanceMissing
 	case "-2":
-		return Deduction{}, fmt.Errorf("store: deduct %s: %w", req.ID, ErrBalanceMalformed)
+		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, ErrBalanceMalformed)
 	case "-3":
-		return Deduction{}, ErrBalanceEmpty
+		return Taken{}, ErrBalanceEmpty
 	}
 	return parseDeduction(res)
 }
 
-func parseDeduction(res string) (Deduction, error) {
+func parseDeduction(res string) (Taken, error) {
 	parts := strings.Split(res, "|")
 	if len(parts) != 3 || (parts[0] != "OK" && parts[0] != "DUP") {
-		return Deduction{}, fmt.Errorf("store: deduct: unexpected script result %q", res)
+		return Taken{}, fmt.Errorf("store: deduct: unexpected script result %q", res)
 	}
 	bal, err1 := decimal.NewFromString(parts[1])
 	ded, err2 := decimal.NewFromString(parts[2])
 	if err := errors.Join(err1, err2); err != nil {
-		return Deduction{}, fmt.Errorf("store: deduct: result %q: %w", res, err)
+		return Taken{}, fmt.Errorf("store: deduct: result %q: %w", res, err)
 	}
-	return Deduction{Balance: bal, Deducted: ded, Replayed: parts[0] == "DUP"}, nil
+	return Taken{Balance: bal, Deducted: ded, Replayed: parts[0] == "DUP"}, nil
 }
 
-// InitBalance sets a user's hot balance if it is missing (SETNX, seed 000
-// "Balance Initialization") and reports whether it did.
-func (r *Redis) InitBalance(ctx context.Context, username string, balance decimal.Decimal) (bool, error) {
+// InitBalance initialises a user's hot balance from what MySQL read — the
+// balance and the user's ledger sequence with it — if it is missing, and
+// reports whether it did (seed 000 "Balance Initialization", with SPEC 6.6's
+// record of the read). Ledger entries MySQL committed after the read are
+// settled into the balance when they land (Settle). EnsureBalance does the
+// MySQL read.
+func (r *Redis) InitBalance(ctx context.Context, username string, balance decimal.Decimal, readSeq uint64, recent ...RecentDeduction) (bool, error) {
 	if balance.IsNegative() {
 		return false, fmt.Errorf("store: init balance of %s: negative balance %s", username, balance)
 	}
-	ok, err := r.Client(keys.DBAgentBilling).SetNX(ctx, r.keys.AgentBalance(username), balance.StringFixed(MoneyScale), 0).Result()
+	k := []string{r.keys.AgentBalance(username), r.keys.AgentBalanceInit(username), r.keys.AgentBalanceLate(username)}
+	args := []any{balance.StringFixed(MoneyScale), readSeq, time.Now().UnixMilli(), int64(keys.DeductionMarkerTTL / time.Second)}
+	for _, d := range recent {
+		k = append(k, r.keys.AgentDeduction(username, d.ID))
+		args = append(args, d.Amount.StringFixed(MoneyScale))
+	}
+	res, err := initBalanceScript.Run(ctx, r.Client(keys.DBAgentBilling), k, args...).Text()
 	if err != nil {
 		return false, fmt.Errorf("store: init balance of %s: %w", username, err)
 	}
-	return ok, nil
+	switch {
+	case res == "EXISTS":
+		return false, nil
+	case strings.HasPrefix(res, "INIT|"):
+		return true, nil
+	}
+	return false, fmt.Errorf("store: init balance of %s: script answered %q", username, res)
 }
+
+// RecentDeduction is a deduction id the ledger has, restored as an
+// idempotency marker when a balance is initialised.
+type RecentDeduction struct {
+	ID     string
+	Amount decimal.Decimal // what it took, positive
+}
+
+// Balance returns a user's hot balance, or ErrBalanceMissing.
+func (r *Redis) Balance(ctx context.Context, username string) (decimal.Decimal, error) {
+	v, err := r.Client(keys.DBAgentBilling).Get(ctx, r.keys.AgentBalance(username)).Result()
+	if errors.Is(err, redis.Nil) {
+		return decimal.Zero, ErrBalanceMissing
+	}
+	if err != nil {
+		return decimal.Zero, fmt.Errorf("store: balance of %s: %w", username, err)
+	}
+	d, err := decimal.NewFromString(v)
+	if err != nil {
+		return decimal.Zero, fmt.Errorf("store: balance of %s: %q: %w", username, v, ErrBalanceMalformed)
+	}
+	return d, nil
+}
+
+// Settle outcomes, as settle.lua answers.
+const (
+	SettleCleared  = "CLEARED"  // the pending entry of a deduction was removed
+	SettleSettled  = "SETTLED"  // settled before: nothing done
+	SettleLate     = "LATE"     // the balance is missing: kept for its initialisation
+	SettleIncluded = "INCLUDED" // the last initialisation read it
+	SettleApplied  = "APPLIED"  // applied to the balance now
+)
+
+// Entry kinds of Settle.
+const (
+	SettleDeduction = "D"
+	SettleCredit    = "C"
+)
+
+// SettleEntry is one ledger entry MySQL committed, to reflect in Redis.
+type SettleEntry struct {
+	Username string
+	Kind     string          // SettleDeduction or SettleCredit
+	EntryID  string          // the deduction id or the credit's entry id
+	Amount   decimal.Decimal // what the ledger applied, positive
+	Seq      uint64          // its per-user ledger sequence
+	Deducted decimal.Decimal // a deduction: what the hot balance took (the ledger's amount plus its shortfall); zero = Amount
+}
+
+// Settle runs settle.lua for each entry in one pipeline and returns each
+// outcome. It is idempotent per entry (a marker records it), so a retry after
+// a lost reply changes nothing.
+func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]string, error) {
+	c := r.Client(keys.DBAgentBilling)
+	cmds := make([]*redis.Cmd, len(entries))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, e := range entries {
+			k := []string{r.keys.AgentBalance(e.Username), r.keys.AgentPending(e.Username), r.keys.AgentBalanceInit(e.Username),
+				r.keys.AgentBalanceLate(e.Username), r.keys.AgentSettled(e.Username, e.Kind, e.EntryID), r.keys.AgentDeduction(e.Username, e.EntryID)}
+			deducted := e.Deducted
+			if deducted.IsZero() {
+				deducted = e.Amount
+			}
+			cmds[i] = settleScript.EvalSha(ctx, p, k, e.Kind, e.EntryID, e.Amount.StringFixed(MoneyScale), e.Seq,
+				int64(keys.DeductionMarkerTTL/time.Second), time.Now().UnixMilli(), deducted.StringFixed(MoneyScale))
+		}
+		return nil
+	})
+	if err != nil && isNoScript(err) {
+		// The server lost its script cache: load it once and go again.
+		if lerr := settleScript.Load(ctx, c).Err(); lerr != nil {
+			return nil, fmt.Errorf("store: settle: %w", lerr)
+		}
+		return r.Settle(ctx, entries...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: settle: %w", err)
+	}
+	out := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		res, err := cmd.Text()
+		if err != nil {
+			return nil, fmt.Errorf("store: settle %s: %w", entries[i].EntryID, err)
+		}
+		if res == "-2" {
+			return nil, fmt.Errorf("store: settle %s: malformed balance or amount", entries[i].EntryID)
+		}
+		out[i], _, _ = strings.Cut(res, "|")
+	}
+	return out, nil
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // PendingDeduction is one entry of a user's pending hash.
 type PendingDeduction struct {
 	ID       string
 	Deducted decimal.Decimal
 	At       time.Time
+}
+
+// ClearPending removes a deduction MySQL already has from the user's
+// pending hash, and makes sure its idempotency marker exists (a Redis loss
+// may have taken it), so a client retrying the request is not charged again.
+func (r *Redis) ClearPending(ctx context.Context, username, id string, deducted decimal.Decimal) error {
+	_, err := r.Client(keys.DBAgentBilling).Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, r.keys.AgentPending(username), id)
+		p.SetNX(ctx, r.keys.AgentDeduction(username, id), deducted.StringFixed(MoneyScale), keys.DeductionMarkerTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: clear pending %s of %s: %w", id, username, err)
+	}
+	return nil
 }
 
 // PendingDeductions lists a user's deductions that no consumer has applied yet.

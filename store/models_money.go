@@ -20,6 +20,7 @@ type UserAccount struct {
 	Username    string          `gorm:"column:username"`
 	Email       *string         `gorm:"column:email"`
 	BalanceFen  decimal.Decimal `gorm:"column:balance_fen;type:decimal(20,8)"`
+	LedgerSeq   uint64          `gorm:"column:ledger_seq"` // seq of the user's last ledger entry
 	ProExpireAt *time.Time      `gorm:"column:pro_expire_at"`
 	CreatedAt   time.Time       `gorm:"column:created_at"`
 	UpdatedAt   time.Time       `gorm:"column:updated_at"`
@@ -34,7 +35,9 @@ type LedgerEntry struct {
 	Username     string          `gorm:"column:username"`
 	Kind         string          `gorm:"column:kind"`
 	EntryID      string          `gorm:"column:entry_id"`
-	AmountFen    decimal.Decimal `gorm:"column:amount_fen;type:decimal(20,8)"` // negative for a deduction
+	Seq          uint64          `gorm:"column:seq"`                              // per user, in commit order
+	AmountFen    decimal.Decimal `gorm:"column:amount_fen;type:decimal(20,8)"`    // negative for a deduction
+	ShortfallFen decimal.Decimal `gorm:"column:shortfall_fen;type:decimal(20,8)"` // what a deduction could not take
 	ModelName    *string         `gorm:"column:model_name"`
 	InputTokens  *uint32         `gorm:"column:input_tokens"`
 	OutputTokens *uint32         `gorm:"column:output_tokens"`

@@ -25,4 +25,6 @@ var (
 	incrWindowScript  = script("incr_window.lua")
 	unlockScript      = script("unlock.lua")
 	slidingScript     = script("sliding_window.lua")
+	initBalanceScript = script("init_balance.lua")
+	settleScript      = script("settle.lua")
 )

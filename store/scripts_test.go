@@ -15,7 +15,7 @@ import (
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-func deduct(t *testing.T, r *store.Redis, user, id, amount string) (store.Deduction, error) {
+func deduct(t *testing.T, r *store.Redis, user, id, amount string) (store.Taken, error) {
 	t.Helper()
 	return r.DeductBalance(context.Background(), store.DeductRequest{Username: user, ID: id, Amount: dec(amount), Now: time.UnixMilli(1700000000000)})
 }
@@ -33,10 +33,10 @@ func TestDeductMissingKey(t *testing.T) {
 	_, err := deduct(t, r, "alice", "r1", "1")
 	require.ErrorIs(t, err, store.ErrBalanceMissing)
 
-	set, err := r.InitBalance(context.Background(), "alice", dec("10"))
+	set, err := r.InitBalance(context.Background(), "alice", dec("10"), 0)
 	require.NoError(t, err)
 	require.True(t, set)
-	set, err = r.InitBalance(context.Background(), "alice", dec("99"))
+	set, err = r.InitBalance(context.Background(), "alice", dec("99"), 0)
 	require.NoError(t, err)
 	require.False(t, set, "SETNX keeps the first value")
 	require.Equal(t, "10.00000000", balance(t, r, "alice"))
@@ -45,7 +45,7 @@ func TestDeductMissingKey(t *testing.T) {
 func TestDeductZeroBalance(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "bob", decimal.Zero)
+	_, err := r.InitBalance(context.Background(), "bob", decimal.Zero, 0)
 	require.NoError(t, err)
 	_, err = deduct(t, r, "bob", "r1", "0.5")
 	require.ErrorIs(t, err, store.ErrBalanceEmpty)
@@ -58,7 +58,7 @@ func TestDeductZeroBalance(t *testing.T) {
 func TestDeductNormalAndPending(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "carol", dec("1234.56789012"))
+	_, err := r.InitBalance(context.Background(), "carol", dec("1234.56789012"), 0)
 	require.NoError(t, err)
 	d, err := deduct(t, r, "carol", "r1", "0.00120000")
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestDeductNormalAndPending(t *testing.T) {
 func TestDeductCapsAtZero(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "dave", dec("0.3"))
+	_, err := r.InitBalance(context.Background(), "dave", dec("0.3"), 0)
 	require.NoError(t, err)
 	d, err := deduct(t, r, "dave", "r1", "1.25")
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestDeductCapsAtZero(t *testing.T) {
 func TestDeductSameIDOnce(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "erin", dec("5"))
+	_, err := r.InitBalance(context.Background(), "erin", dec("5"), 0)
 	require.NoError(t, err)
 	first, err := deduct(t, r, "erin", "req-7", "2")
 	require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, "2.00000000", balance(t, r, "erin"))
 	// The id is scoped to the user.
-	_, err = r.InitBalance(context.Background(), "frank", dec("1"))
+	_, err = r.InitBalance(context.Background(), "frank", dec("1"), 0)
 	require.NoError(t, err)
 	d, err := deduct(t, r, "frank", "req-7", "1")
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 func TestDeductIsExactForLargeBalances(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "gina", dec("999999999999.99999999"))
+	_, err := r.InitBalance(context.Background(), "gina", dec("999999999999.99999999"), 0)
 	require.NoError(t, err)
 	d, err := deduct(t, r, "gina", "r1", "0.00000001")
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ func TestDeductMalformed(t *testing.T) {
 func TestScriptsSurviveScriptFlush(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "ivy", dec("2"))
+	_, err := r.InitBalance(ctx, "ivy", dec("2"), 0)
 	require.NoError(t, err)
 	_, err = deduct(t, r, "ivy", "r1", "1")
 	require.NoError(t, err)

@@ -58,6 +58,9 @@ var (
 	AgentBalance       = family("agent:balance:{username}", DBAgentBilling, 0, false)
 	AgentPending       = isle(family("agent:pending:{username}", DBAgentBilling, 0, false))
 	AgentDeduction     = isle(family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false))
+	AgentBalanceInit   = isle(family("agent:balance-init:{username}", DBAgentBilling, 0, false))
+	AgentBalanceLate   = isle(family("agent:balance-late:{username}", DBAgentBilling, 0, false))
+	AgentSettled       = isle(family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false))
 	AgentUsage         = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
 	AgentUsageModels   = family("agent:usage:__models__", DBAgentPricing, 0, false)
 	AgentPricing       = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
@@ -70,6 +73,7 @@ var (
 	LeaderboardRefresh = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	GameSession        = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
 	LeaderLease        = isle(family("isle:leader:{job}", DBDefault, 0, false))
+	JobLock            = isle(family("isle:job-lock:{job}", DBDefault, 0, false))
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.
@@ -83,6 +87,17 @@ func (b Builder) AgentDeduction(username, id string) string {
 	return b.Key(AgentDeduction, username, id)
 }
 
+// AgentBalanceInit records what the last initialisation of a balance read.
+func (b Builder) AgentBalanceInit(username string) string { return b.Key(AgentBalanceInit, username) }
+
+// AgentBalanceLate holds entries applied while a balance was missing.
+func (b Builder) AgentBalanceLate(username string) string { return b.Key(AgentBalanceLate, username) }
+
+// AgentSettled marks a ledger entry as reflected in the Redis balance.
+func (b Builder) AgentSettled(username, kind, entryID string) string {
+	return b.Key(AgentSettled, username, kind, entryID)
+}
+
 // AgentPricing is the cache-aside copy of a model's pricing row.
 func (b Builder) AgentPricing(model string) string { return b.Key(AgentPricing, model) }
 
@@ -92,8 +107,11 @@ func (b Builder) AgentUsage(model string) string { return b.Key(AgentUsage, mode
 // AgentUsageModels is the set of models with usage data.
 func (b Builder) AgentUsageModels() string { return b.Key(AgentUsageModels) }
 
-// LeaderLease is the reconciler's leader lease for one job.
-func (b Builder) LeaderLease(job string) string { return b.Key(LeaderLease, job) }
+// LeaderLease is the lease of the process that schedules a group of jobs.
+func (b Builder) LeaderLease(group string) string { return b.Key(LeaderLease, group) }
+
+// JobLock is held while one job runs, by the daemon or by -once.
+func (b Builder) JobLock(job string) string { return b.Key(JobLock, job) }
 
 // BanBloom and BanSet are the user-ban Bloom bitmap and exact set.
 func (b Builder) BanBloom() string { return b.Key(BanBloom) }

@@ -7,7 +7,8 @@
 --
 -- KEYS[1] agent:balance:{username}   decimal string
 -- KEYS[2] agent:pending:{username}   hash: deduction id -> "deducted|nowMs"
--- KEYS[3] agent:deduction:{id}       "newBal|deducted" of the first run, expires after ARGV[4] s
+-- KEYS[3] agent:deduction:{username}:{id}  the amount the first run deducted, expires after ARGV[4] s
+--         (init_balance.lua restores the markers of recent deductions after a Redis loss)
 -- ARGV[1] amount: decimal string, up to 8 places, more than zero
 -- ARGV[2] deduction id
 -- ARGV[3] now, epoch milliseconds
@@ -16,7 +17,8 @@
 --         "-2" balance or amount malformed (nothing changed),
 --         "-3" balance is zero (refused),
 --         "OK|newBal|deducted" deducted min(balance, amount) now,
---         "DUP|newBal|deducted" this id ran before: nothing changed, the first result returned.
+--         "DUP|balance|deducted" this id ran before: nothing changed; the current balance
+--         and what the first run deducted are returned.
 
 local function parse(s)
   if type(s) ~= 'string' then return nil end
@@ -31,7 +33,8 @@ end
 
 local done = redis.call('GET', KEYS[3])
 if done then
-  return 'DUP|' .. done
+  local now = redis.call('GET', KEYS[1])
+  return 'DUP|' .. (now or '0.00000000') .. '|' .. done
 end
 
 local bal = redis.call('GET', KEYS[1])
@@ -57,8 +60,7 @@ if nf < 0 then
   nw, nf = nw - 1, nf + 100000000
 end
 
-local result = fmt(nw, nf) .. '|' .. fmt(dw, df)
 redis.call('SET', KEYS[1], fmt(nw, nf))
 redis.call('HSET', KEYS[2], ARGV[2], fmt(dw, df) .. '|' .. ARGV[3])
-redis.call('SET', KEYS[3], result, 'EX', tonumber(ARGV[4]))
-return 'OK|' .. result
+redis.call('SET', KEYS[3], fmt(dw, df), 'EX', tonumber(ARGV[4]))
+return 'OK|' .. fmt(nw, nf) .. '|' .. fmt(dw, df)

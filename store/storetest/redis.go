@@ -22,19 +22,41 @@ func Redis(t testing.TB) *store.Redis {
 	}
 	t.Cleanup(func() {
 		defer r.Close()
-		ctx := context.Background()
-		seen := map[int]bool{}
-		for _, db := range keys.DBs() {
-			if seen[db.DefaultIndex()] {
-				continue
-			}
-			seen[db.DefaultIndex()] = true
-			c := r.Client(db)
-			iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-			for iter.Next(ctx) {
-				c.Del(ctx, iter.Val())
-			}
-		}
+		Wipe(t, r)
 	})
 	return r
+}
+
+// T is the part of a test Wipe needs: testing.TB, or a rapid.T.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+}
+
+// Wipe deletes every key under r's prefix in every database, as a Redis
+// restart without persistence would (script cache aside).
+func Wipe(t T, r *store.Redis) {
+	t.Helper()
+	if r.Keys().Prefix() == "" {
+		t.Fatal("storetest: Wipe refuses a Redis without a key prefix")
+	}
+	ctx := context.Background()
+	seen := map[any]bool{}
+	for _, db := range keys.DBs() {
+		c := r.Client(db)
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		iter := c.Scan(ctx, 0, r.Keys().Prefix()+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				t.Errorf("storetest: wipe: %v", err)
+			}
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("storetest: wipe: %v", err)
+		}
+	}
 }

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrChanged is returned by Adjust when the account moved since it was read.
+var ErrChanged = errors.New("store: account changed since it was read")
+
+// Credit is money added to a balance: a recharge.
+type Credit struct {
+	Username string
+	ID       string          // e.g. the recharge's order number: (user, RECHARGE, id) applies once
+	Amount   decimal.Decimal // > 0
+	Reason   string
+	Source   string
+}
+
+// CreditResult says what CreditBalance did.
+type CreditResult struct {
+	Applied bool   // this call wrote the ledger row; false: it was there already
+	Seq     uint64 // the row's per-user sequence
+	Settle  string // what settle.lua did with the Redis balance
+}
+
+// CreditBalance writes a RECHARGE ledger row and adds to user_account in one
+// transaction, once per id, then credits the Redis balance at most once
+// (settle.lua; a missing balance takes it at its initialisation). It is
+// idempotent: calling it again, also after a crash between the two steps,
+// finishes the work without crediting twice.
+func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (CreditResult, error) {
+	if c.Username == "" || c.ID == "" || !c.Amount.IsPositive() || c.Amount.Exponent() < -MoneyScale {
+		return CreditResult{}, fmt.Errorf("store: credit %q of %s to %q: want a user, an id and an amount > 0 with at most 8 decimals", c.ID, c.Amount, c.Username)
+	}
+	var res CreditResult
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		accounts, err := lockBalances(tx, []string{c.Username})
+		if err != nil {
+			return err
+		}
+		acct, ok := accounts[c.Username]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrUnknownUser, c.Username)
+		}
+		var existing LedgerEntry
+		err = tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("username = ? AND kind = ? AND entry_id = ?", c.Username, LedgerRecharge, c.ID).Take(&existing).Error
+		switch {
+		case err == nil:
+			res = CreditResult{Seq: existing.Seq}
+			return nil
+		case !errors.Is(err, gorm.ErrRecordNotFound):
+			return err
+		}
+		acct.Balance, acct.Seq = acct.Balance.Add(c.Amount), acct.Seq+1
+		row := LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
+			Source: c.Source, OccurredAt: time.Now().UTC()}
+		if c.Reason != "" {
+			row.Reason = &c.Reason
+		}
+		if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
+			return err
+		}
+		res = CreditResult{Applied: true, Seq: acct.Seq}
+		return setBalances(tx, map[string]account{c.Username: acct}, map[string]bool{c.Username: true})
+	})
+	if err != nil {
+		return CreditResult{}, fmt.Errorf("store: credit %s to %s: %w", c.ID, c.Username, err)
+	}
+	out, err := r.Settle(ctx, SettleEntry{Username: c.Username, Kind: SettleCredit, EntryID: c.ID, Amount: c.Amount, Seq: res.Seq})
+	if err != nil {
+		return res, err
+	}
+	res.Settle = out[0]
+	return res, nil
+}
+
+// Adjust writes an ADJUST ledger row of delta (either sign) with its
+// reason, and moves the MySQL balance by it, if the account is still as it
+// was read (balance and sequence); otherwise it returns ErrChanged and
+// writes nothing. The reconciler uses it to bring MySQL to a quiet Redis
+// balance (SPEC 6.5): every correction is a ledger row.
+func Adjust(ctx context.Context, db *gorm.DB, username, id string, delta, readBalance decimal.Decimal, readSeq uint64, reason string) (uint64, error) {
+	var seq uint64
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		accounts, err := lockBalances(tx, []string{username})
+		if err != nil {
+			return err
+		}
+		acct, ok := accounts[username]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrUnknownUser, username)
+		case acct.Seq != readSeq || !acct.Balance.Equal(readBalance):
+			return ErrChanged
+		case acct.Balance.Add(delta).IsNegative():
+			return fmt.Errorf("store: adjust %s by %s: the balance would go below zero", username, delta)
+		}
+		acct.Balance, acct.Seq = acct.Balance.Add(delta), acct.Seq+1
+		seq = acct.Seq
+		row := LedgerEntry{Username: username, Kind: LedgerAdjust, EntryID: id, Seq: seq, AmountFen: delta,
+			Reason: &reason, Source: "reconciler", OccurredAt: time.Now().UTC()}
+		if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
+			return err
+		}
+		return setBalances(tx, map[string]account{username: acct}, map[string]bool{username: true})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: adjust %s: %w", username, err)
+	}
+	return seq, nil
+}
+
+// Restored idempotency markers at initialisation: the deductions of the
+// last RestoreWindow, at most RestoreMax of them.
+const (
+	RestoreWindow = 24 * time.Hour
+	RestoreMax    = 1000
+)
+
+// EnsureBalance initialises a user's missing hot balance from MySQL: the
+// balance and the ledger sequence are read together, so the Redis side knows
+// which entries the read included, and the idempotency markers of the last
+// day's deductions are restored, so a client retrying one after a Redis loss
+// is not charged twice. It returns ErrUnknownUser for a user without an
+// account, and whether it initialised the balance.
+func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, error) {
+	var u UserAccount
+	var recent []LedgerEntry
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Select("balance_fen", "ledger_seq").Where("username = ?", username).Take(&u).Error; err != nil {
+			return err
+		}
+		return tx.Select("entry_id", "amount_fen", "shortfall_fen").
+			Where("username = ? AND kind = ? AND created_at > ?", username, LedgerDeduct, time.Now().Add(-RestoreWindow).UTC()).
+			Order("id DESC").Limit(RestoreMax).Find(&recent).Error
+	}, &sql.TxOptions{ReadOnly: true})
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return false, fmt.Errorf("%w: %s", ErrUnknownUser, username)
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: read balance of %s: %w", username, err)
+	}
+	markers := make([]RecentDeduction, len(recent))
+	for i, e := range recent {
+		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.AmountFen.Neg().Add(e.ShortfallFen)}
+	}
+	return r.InitBalance(ctx, username, u.BalanceFen, u.LedgerSeq, markers...)
+}

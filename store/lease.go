@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// renewScript extends a lease only for its holder.
+var renewScript = redis.NewScript(`-- KEYS[1] lease, ARGV[1] holder, ARGV[2] ttl ms; returns 1 renewed, 0 not held
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+
+// Lease is a Redis key held by one owner for a TTL that the owner renews:
+// the reconciler's leader election and its per-job locks (seed 001: a
+// persistent key). Like any Redis lock it is a coordination device, not a
+// guarantee: the work it guards stays idempotent.
+type Lease struct {
+	c     redis.Cmdable
+	key   string
+	owner string
+	ttl   time.Duration
+}
+
+// NewLease returns a lease on key for ttl, with a fresh owner id.
+func NewLease(c redis.Cmdable, key string, ttl time.Duration) *Lease {
+	return &Lease{c: c, key: key, owner: uuid.NewString(), ttl: ttl}
+}
+
+// Owner is this holder's id.
+func (l *Lease) Owner() string { return l.owner }
+
+// Acquire takes the lease if it is free (or already ours, then renews it) and
+// reports whether we hold it.
+func (l *Lease) Acquire(ctx context.Context) (bool, error) {
+	ok, err := l.c.SetNX(ctx, l.key, l.owner, l.ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("store: lease %s: %w", l.key, err)
+	}
+	if ok {
+		return true, nil
+	}
+	return l.Renew(ctx)
+}
+
+// Renew extends the lease if we still hold it, and reports whether we do.
+func (l *Lease) Renew(ctx context.Context) (bool, error) {
+	n, err := renewScript.Run(ctx, l.c, []string{l.key}, l.owner, l.ttl.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("store: renew lease %s: %w", l.key, err)
+	}
+	return n == 1, nil
+}
+
+// Release gives the lease up if we hold it.
+func (l *Lease) Release(ctx context.Context) error {
+	if err := unlockScript.Run(ctx, l.c, []string{l.key}, l.owner).Err(); err != nil {
+		return fmt.Errorf("store: release lease %s: %w", l.key, err)
+	}
+	return nil
+}
+
+// Holder returns who holds the lease now ("" when free).
+func (l *Lease) Holder(ctx context.Context) (string, error) {
+	v, err := l.c.Get(ctx, l.key).Result()
+	if err == redis.Nil {
+		return "", nil
+	}
+	return v, err
+}

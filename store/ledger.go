@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrUnknownUser is a debit or credit for a user without an account.
+var ErrUnknownUser = errors.New("store: no such user")
+
+// Debit is a deduction taken from a hot balance, to apply to MySQL once.
+type Debit struct {
+	Username     string
+	ID           string          // deduction id: (user, DEDUCT, id) is the ledger's idempotency key
+	Amount       decimal.Decimal // what the hot balance gave, > 0
+	ModelName    string
+	InputTokens  int64
+	OutputTokens int64
+	OccurredAt   time.Time
+	Source       string // consumer, reconciler, ...
+}
+
+// DebitResult says what ApplyDebits did with one debit.
+type DebitResult struct {
+	Applied   bool            // this call wrote the ledger row; false: it was there already
+	LedgerID  uint64          // the ledger row's id
+	Seq       uint64          // the row's per-user sequence
+	Amount    decimal.Decimal // taken from MySQL (positive): Debit.Amount minus the shortfall
+	Shortfall decimal.Decimal // what the MySQL balance could not cover (money forgiven after a Redis loss)
+	Err       error           // a debit that can never apply (ErrUnknownUser); the others went on
+}
+
+// ApplyDebits applies debits to MySQL in one transaction: one ledger row
+// per deduction id and the balances decremented by the same amounts. A
+// debit whose row exists changes nothing (exactly once, whoever applies it:
+// consumer, replay or reconciler). A balance never goes below zero: what it
+// cannot cover is recorded as the row's shortfall. Deadlocks re-run the
+// whole transaction.
+func ApplyDebits(ctx context.Context, db *gorm.DB, debits []Debit) ([]DebitResult, error) {
+	var results []DebitResult
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		var err error
+		results, err = applyDebits(tx, debits)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
+	}
+	return results, nil
+}
+
+func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
+	results := make([]DebitResult, len(debits))
+	balances, err := lockBalances(tx, usernamesOf(debits))
+	if err != nil {
+		return nil, err
+	}
+	existing, err := lockEntries(tx, LedgerDeduct, debits)
+	if err != nil {
+		return nil, err
+	}
+	var rows []LedgerEntry
+	first := make(map[[2]string]int) // a deduction twice in one batch applies once
+	dupOf := make(map[int]int)
+	for i, d := range debits {
+		key := [2]string{d.Username, d.ID}
+		if j, dup := first[key]; dup {
+			dupOf[i] = j
+			continue
+		}
+		first[key] = i
+		bal, known := balances[d.Username]
+		switch e, found := existing[key]; {
+		case !d.Amount.IsPositive() || d.ID == "":
+			results[i].Err = fmt.Errorf("debit %q of %s: want an id and an amount > 0", d.ID, d.Amount)
+		case !known:
+			results[i].Err = fmt.Errorf("%w: %s", ErrUnknownUser, d.Username)
+		case found:
+			results[i] = DebitResult{LedgerID: e.ID, Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen}
+		default:
+			took := decimal.Min(d.Amount, bal.Balance)
+			bal.Balance, bal.Seq = bal.Balance.Sub(took), bal.Seq+1
+			balances[d.Username] = bal
+			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took)}
+			rows = append(rows, debitRow(d, took, bal.Seq))
+		}
+	}
+	if len(rows) > 0 {
+		if err := tx.Omit("id", "created_at").Create(&rows).Error; err != nil {
+			return nil, err
+		}
+		ids, err := lockEntries(tx, LedgerDeduct, debits)
+		if err != nil {
+			return nil, err
+		}
+		for i, d := range debits {
+			if results[i].Applied {
+				results[i].LedgerID = ids[[2]string{d.Username, d.ID}].ID
+			}
+		}
+	}
+	for i, j := range dupOf {
+		results[i] = results[j]
+		results[i].Applied = false
+	}
+	if len(rows) == 0 {
+		return results, nil
+	}
+	return results, setBalances(tx, balances, touched(rows))
+}
+
+func debitRow(d Debit, took decimal.Decimal, seq uint64) LedgerEntry {
+	row := LedgerEntry{
+		Username: d.Username, Kind: LedgerDeduct, EntryID: d.ID, Seq: seq, AmountFen: took.Neg(), ShortfallFen: d.Amount.Sub(took),
+		Source: d.Source, OccurredAt: d.OccurredAt.UTC(),
+	}
+	if d.ModelName != "" {
+		row.ModelName = &d.ModelName
+	}
+	in, out := uint32(min(max(d.InputTokens, 0), 1<<32-1)), uint32(min(max(d.OutputTokens, 0), 1<<32-1))
+	row.InputTokens, row.OutputTokens = &in, &out
+	if row.ShortfallFen.IsPositive() {
+		reason := "balance could not cover " + row.ShortfallFen.StringFixed(MoneyScale) + " fen"
+		row.Reason = &reason
+	}
+	return row
+}
+
+func usernamesOf(debits []Debit) []string {
+	var out []string
+	for _, d := range debits {
+		out = append(out, d.Username)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func touched(rows []LedgerEntry) map[string]bool {
+	out := make(map[string]bool)
+	for _, r := range rows {
+		out[r.Username] = true
+	}
+	return out
+}
+
+// account is the part of user_account a ledger write needs.
+type account struct {
+	Balance decimal.Decimal
+	Seq     uint64
+}
+
+// lockBalances reads and locks the accounts, in username order (the same
+// order in every transaction keeps deadlocks rare).
+func lockBalances(tx *gorm.DB, usernames []string) (map[string]account, error) {
+	var accounts []UserAccount
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("username", "balance_fen", "ledger_seq").
+		Where("username IN ?", usernames).Order("username").Find(&accounts).Error
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]account, len(accounts))
+	for _, a := range accounts {
+		out[a.Username] = account{Balance: a.BalanceFen, Seq: a.LedgerSeq}
+	}
+	return out, nil
+}
+
+// lockEntries reads and locks the ledger rows of kind for the debits' keys;
+// the locking read also holds the gaps of keys not there yet, so a
+// concurrent transaction cannot insert them under us.
+func lockEntries(tx *gorm.DB, kind string, debits []Debit) (map[[2]string]LedgerEntry, error) {
+	keys := make([][]any, 0, len(debits))
+	for _, d := range debits {
+		keys = append(keys, []any{d.Username, d.ID})
+	}
+	var rows []LedgerEntry
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("kind = ? AND (username, entry_id) IN ?", kind, keys).Find(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[[2]string]LedgerEntry, len(rows))
+	for _, r := range rows {
+		out[[2]string{r.Username, r.EntryID}] = r
+	}
+	return out, nil
+}
+
+// setBalances writes the new balances and sequences of the changed users in
+// one statement.
+func setBalances(tx *gorm.DB, accounts map[string]account, changed map[string]bool) error {
+	var bal, seq strings.Builder
+	var balArgs, seqArgs, users []any
+	for u := range changed {
+		bal.WriteString(" WHEN ? THEN ?")
+		seq.WriteString(" WHEN ? THEN ?")
+		balArgs = append(balArgs, u, accounts[u].Balance.StringFixed(MoneyScale))
+		seqArgs = append(seqArgs, u, accounts[u].Seq)
+		users = append(users, u)
+	}
+	q := "UPDATE user_account SET balance_fen = CASE username" + bal.String() + " END, ledger_seq = CASE username" + seq.String() + " END WHERE username IN ?"
+	return tx.Exec(q, append(append(balArgs, seqArgs...), users)...).Error
+}

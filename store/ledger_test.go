@@ -1,0 +1,212 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+func account(t *testing.T, db *gorm.DB, user string) store.UserAccount {
+	t.Helper()
+	u, err := store.GetUser(context.Background(), db, user)
+	require.NoError(t, err)
+	return u
+}
+
+func ledgerSum(t *testing.T, db *gorm.DB, user string) decimal.Decimal {
+	t.Helper()
+	var sum decimal.NullDecimal
+	require.NoError(t, db.Raw("SELECT SUM(amount_fen) FROM agent_ledger WHERE username = ?", user).Scan(&sum).Error)
+	return sum.Decimal
+}
+
+func TestApplyDebitsOnceEach(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "alice", "", dec("10"))
+	require.NoError(t, err)
+	_, err = store.CreateUser(ctx, db, "bob", "", dec("1"))
+	require.NoError(t, err)
+
+	res, err := store.ApplyDebits(ctx, db, []store.Debit{
+		{Username: "alice", ID: "d1", Amount: dec("2.5")},
+		{Username: "bob", ID: "d1", Amount: dec("0.25")},  // ids are per user
+		{Username: "alice", ID: "d1", Amount: dec("2.5")}, // twice in one batch
+		{Username: "ghost", ID: "d9", Amount: dec("1")},
+		{Username: "bob", ID: "d2", Amount: dec("3")}, // more than bob has
+	})
+	require.NoError(t, err)
+	require.True(t, res[0].Applied)
+	require.True(t, res[1].Applied)
+	require.False(t, res[2].Applied)
+	require.Equal(t, res[0].LedgerID, res[2].LedgerID)
+	require.ErrorIs(t, res[3].Err, store.ErrUnknownUser)
+	require.True(t, res[4].Applied)
+	require.Equal(t, "0.75000000", res[4].Amount.StringFixed(8), "capped at what MySQL has")
+	require.Equal(t, "2.25000000", res[4].Shortfall.StringFixed(8))
+
+	again, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "alice", ID: "d1", Amount: dec("2.5")}})
+	require.NoError(t, err)
+	require.False(t, again[0].Applied, "a redelivery changes nothing")
+	require.Equal(t, res[0].Seq, again[0].Seq)
+
+	a, b := account(t, db, "alice"), account(t, db, "bob")
+	require.Equal(t, "7.50000000", a.BalanceFen.StringFixed(8))
+	require.Equal(t, "0.00000000", b.BalanceFen.StringFixed(8), "never below zero")
+	require.True(t, ledgerSum(t, db, "alice").Equal(a.BalanceFen), "balance = sum of the ledger")
+	require.True(t, ledgerSum(t, db, "bob").Equal(b.BalanceFen))
+	require.EqualValues(t, 2, a.LedgerSeq, "opening + one deduction")
+	require.EqualValues(t, 3, b.LedgerSeq)
+}
+
+// Many workers applying the same deductions at once: each applies once.
+func TestApplyDebitsConcurrently(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	users := []string{"u1", "u2", "u3"}
+	for _, u := range users {
+		_, err := store.CreateUser(ctx, db, u, "", dec("1000"))
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 30 {
+				var batch []store.Debit
+				for _, u := range users {
+					batch = append(batch, store.Debit{Username: u, ID: fmt.Sprintf("d%d", (i+w)%40), Amount: dec("1.00000001")})
+				}
+				_, err := store.ApplyDebits(ctx, db, batch)
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, u := range users {
+		var n int64
+		require.NoError(t, db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = ? AND kind = 'DEDUCT'", u).Scan(&n).Error)
+		a := account(t, db, u)
+		require.Equal(t, dec("1000").Sub(dec("1.00000001").Mul(decimal.NewFromInt(n))).StringFixed(8), a.BalanceFen.StringFixed(8))
+		require.EqualValues(t, n+1, a.LedgerSeq)
+		require.Equal(t, int64(37), n, "ids d0..d36 were used")
+	}
+}
+
+func TestCreditAndAdjust(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "carol", "", dec("5"))
+	require.NoError(t, err)
+	_, err = store.EnsureBalance(ctx, db, r, "carol")
+	require.NoError(t, err)
+
+	res, err := store.CreditBalance(ctx, db, r, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
+	require.NoError(t, err)
+	require.True(t, res.Applied)
+	require.Equal(t, store.SettleApplied, res.Settle)
+	res, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
+	require.NoError(t, err)
+	require.False(t, res.Applied)
+	require.Equal(t, store.SettleSettled, res.Settle, "credited at most once")
+	bal, err := r.Balance(ctx, "carol")
+	require.NoError(t, err)
+	require.Equal(t, "15.00000000", bal.StringFixed(8))
+	require.Equal(t, "15.00000000", account(t, db, "carol").BalanceFen.StringFixed(8))
+
+	a := account(t, db, "carol")
+	_, err = store.Adjust(ctx, db, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq-1, "stale read")
+	require.ErrorIs(t, err, store.ErrChanged)
+	_, err = store.Adjust(ctx, db, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq, "redis 13.5, mysql 15")
+	require.NoError(t, err)
+	require.Equal(t, "13.50000000", account(t, db, "carol").BalanceFen.StringFixed(8))
+	require.True(t, ledgerSum(t, db, "carol").Equal(dec("13.5")))
+	_, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "nobody", ID: "x", Amount: dec("1")})
+	require.ErrorIs(t, err, store.ErrUnknownUser)
+}
+
+// A deduction taken before Redis lost its data lands after the balance was
+// initialised again: it is charged once, not forgiven and not twice (SPEC 6.6).
+func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "dora", "", dec("100"))
+	require.NoError(t, err)
+	_, err = store.EnsureBalance(ctx, db, r, "dora")
+	require.NoError(t, err)
+	taken, err := r.DeductBalance(ctx, store.DeductRequest{Username: "dora", ID: "early", Amount: dec("30"), Now: time.Now()})
+	require.NoError(t, err)
+
+	storetest.Wipe(t, r) // Redis restarts empty; the message of "early" is still in the queue
+	_, err = store.EnsureBalance(ctx, db, r, "dora")
+	require.NoError(t, err)
+	bal, err := r.Balance(ctx, "dora")
+	require.NoError(t, err)
+	require.Equal(t, "100.00000000", bal.StringFixed(8), "MySQL does not know the early deduction yet")
+	_, err = r.DeductBalance(ctx, store.DeductRequest{Username: "dora", ID: "later", Amount: dec("5"), Now: time.Now()})
+	require.NoError(t, err)
+
+	for _, id := range []string{"early", "later"} { // the consumer catches up
+		amount := taken.Deducted
+		if id == "later" {
+			amount = dec("5")
+		}
+		res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "dora", ID: id, Amount: amount}})
+		require.NoError(t, err)
+		out, err := r.Settle(ctx, store.SettleEntry{Username: "dora", Kind: store.SettleDeduction, EntryID: id, Amount: res[0].Amount, Seq: res[0].Seq})
+		require.NoError(t, err)
+		want := map[string]string{"early": store.SettleApplied, "later": store.SettleCleared}[id]
+		require.Equal(t, want, out[0], id)
+	}
+	bal, err = r.Balance(ctx, "dora")
+	require.NoError(t, err)
+	require.Equal(t, "65.00000000", bal.StringFixed(8))
+	require.Equal(t, "65.00000000", account(t, db, "dora").BalanceFen.StringFixed(8))
+}
+
+// A deduction committed while the balance is missing, and read or not read
+// by the initialisation racing it, is counted once either way.
+func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "eve", "", dec("50"))
+	require.NoError(t, err)
+	stale := account(t, db, "eve") // an initialisation read MySQL here...
+	res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "eve", ID: "d", Amount: dec("20")}})
+	require.NoError(t, err)
+	out, err := r.Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d", Amount: res[0].Amount, Seq: res[0].Seq})
+	require.NoError(t, err)
+	require.Equal(t, store.SettleLate, out[0])
+	// ...and writes Redis only now.
+	set, err := r.InitBalance(ctx, "eve", stale.BalanceFen, stale.LedgerSeq)
+	require.NoError(t, err)
+	require.True(t, set)
+	bal, err := r.Balance(ctx, "eve")
+	require.NoError(t, err)
+	require.Equal(t, "30.00000000", bal.StringFixed(8), "the late entry was applied at initialisation")
+
+	// With a fresh read instead, the entry is not applied twice.
+	storetest.Wipe(t, r)
+	_, err = r.Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d2", Amount: dec("1"), Seq: res[0].Seq})
+	require.NoError(t, err)
+	_, err = store.EnsureBalance(ctx, db, r, "eve")
+	require.NoError(t, err)
+	bal, err = r.Balance(ctx, "eve")
+	require.NoError(t, err)
+	require.Equal(t, "30.00000000", bal.StringFixed(8))
+}

@@ -1,0 +1,62 @@
+-- init_balance.lua — seed 000 "Balance Initialization" (SETNX from MySQL),
+-- recording what the initialisation read (SPEC 6.6).
+--
+-- After Redis lost its data, a balance is initialised from MySQL. Entries
+-- that MySQL committed after that read (ledger seq > ARGV[2]) are not in it:
+-- when they land they are applied to Redis by settle.lua, which compares
+-- their ledger seq with the one recorded here. Entries applied while the
+-- balance was missing wait in the late hash and are applied here.
+--
+-- KEYS[1] agent:balance:{username}
+-- KEYS[2] agent:balance-init:{username}  "ledgerSeq|nowMs" of the read
+-- KEYS[3] agent:balance-late:{username}  hash: entry -> "kind|amount|seq|ms", kind D or C
+-- ARGV[1] balance read from MySQL (decimal, 8 places, >= 0)
+-- ARGV[2] the user_account.ledger_seq of that read (0 = none)
+-- ARGV[3] now, epoch ms
+-- KEYS[4..] agent:deduction:{username}:{id} markers of the user's recent deductions,
+-- ARGV[5..] their amounts, and ARGV[4] the markers' TTL in seconds: a Redis loss wiped
+--           them, and without them a client retrying such a request would be charged again.
+-- Returns "EXISTS" (someone initialised it first; nothing changed),
+--         "-2" malformed input, or "INIT|balance" (the balance set).
+
+local function parse(s)
+  if type(s) ~= 'string' then return nil end
+  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
+  if w == nil or #w > 15 or #f > 8 then return nil end
+  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
+end
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 'EXISTS'
+end
+local bw, bf = parse(ARGV[1])
+local read = tonumber(ARGV[2])
+if bw == nil or read == nil then
+  return '-2'
+end
+
+local late = redis.call('HGETALL', KEYS[3])
+for i = 1, #late, 2 do
+  local kind, amount, id = string.match(late[i + 1], '^(%a)|([%d%.]+)|(%d+)')
+  local aw, af = parse(amount)
+  if kind and aw and tonumber(id) > read then
+    if kind == 'C' then
+      bw, bf = bw + aw, bf + af
+      if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
+    elseif bw > aw or (bw == aw and bf >= af) then
+      bw, bf = bw - aw, bf - af
+      if bf < 0 then bw, bf = bw - 1, bf + 100000000 end
+    else
+      bw, bf = 0, 0
+    end
+  end
+end
+redis.call('DEL', KEYS[3])
+
+local bal = string.format('%d.%08d', bw, bf)
+redis.call('SET', KEYS[1], bal)
+redis.call('SET', KEYS[2], ARGV[2] .. '|' .. ARGV[3])
+for i = 4, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[i + 1], 'NX', 'EX', tonumber(ARGV[4]))
+end
+return 'INIT|' .. bal

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrUnknownModel is returned for a model without an enabled pricing row.
+var ErrUnknownModel = errors.New("store: no pricing for this model")
+
+// Pricing is what one model costs, in fen per million tokens.
+type Pricing struct {
+	Model       string          `json:"modelName"`
+	Input       decimal.Decimal `json:"inputFenPerMTok"`
+	CachedInput decimal.Decimal `json:"cachedInputFenPerMTok"`
+	Output      decimal.Decimal `json:"outputFenPerMTok"`
+	Reasoning   decimal.Decimal `json:"reasoningFenPerMTok"`
+	Enabled     bool            `json:"enabled"`
+}
+
+// missingPricing is cached for a model without pricing, so unknown names
+// cannot hammer MySQL (cache penetration); it expires soon.
+const (
+	missingPricing    = "__NONE__"
+	missingPricingTTL = time.Minute
+)
+
+// pricingTTL is seed 000's 30 minutes, give or take 10%, so that entries
+// written together do not expire together.
+func pricingTTL() time.Duration {
+	jitter := time.Duration(rand.Int64N(int64(keys.PricingCacheTTL / 5)))
+	return keys.PricingCacheTTL - keys.PricingCacheTTL/10 + jitter
+}
+
+// GetPricing returns a model's pricing through the cache-aside key
+// agent:pricing:{model}. A Redis that does not answer is bypassed.
+func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Pricing, error) {
+	key := r.Keys().AgentPricing(model)
+	c := r.Client(keys.DBAgentPricing)
+	if raw, err := c.Get(ctx, key).Result(); err == nil {
+		if raw == missingPricing {
+			return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
+		}
+		var p Pricing
+		if json.Unmarshal([]byte(raw), &p) == nil {
+			return p, nil
+		}
+	}
+	var row ModelPricing
+	err := db.WithContext(ctx).Where("model_name = ? AND enabled = 1", model).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		_ = c.Set(ctx, key, missingPricing, missingPricingTTL).Err()
+		return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
+	}
+	if err != nil {
+		return Pricing{}, fmt.Errorf("store: pricing of %s: %w", model, err)
+	}
+	p := Pricing{Model: row.ModelName, Input: row.InputFenPerMTok, CachedInput: row.CachedInputFenPerMTok,
+		Output: row.OutputFenPerMTok, Reasoning: row.ReasoningFenPerMTok, Enabled: row.Enabled}
+	if raw, err := json.Marshal(p); err == nil {
+		_ = c.Set(ctx, key, raw, pricingTTL()).Err()
+	}
+	return p, nil
+}
+
+// SetPricing writes a model's pricing row and drops its cached copy, so the
+// next request reads the new price.
+func SetPricing(ctx context.Context, db *gorm.DB, r *Redis, p Pricing) error {
+	for _, v := range []decimal.Decimal{p.Input, p.CachedInput, p.Output, p.Reasoning} {
+		if v.IsNegative() || v.Exponent() < -MoneyScale {
+			return fmt.Errorf("store: pricing of %s: prices must be >= 0 with at most 8 decimals", p.Model)
+		}
+	}
+	if p.Model == "" || len(p.Model) > 128 {
+		return errors.New("store: pricing: model name must be 1..128 bytes")
+	}
+	row := ModelPricing{ModelName: p.Model, InputFenPerMTok: p.Input, CachedInputFenPerMTok: p.CachedInput,
+		OutputFenPerMTok: p.Output, ReasoningFenPerMTok: p.Reasoning, Enabled: p.Enabled}
+	err := db.WithContext(ctx).Omit("id", "created_at", "updated_at").Clauses(clause.OnConflict{
+		DoUpdates: clause.AssignmentColumns([]string{"input_fen_per_mtok", "cached_input_fen_per_mtok", "output_fen_per_mtok", "reasoning_fen_per_mtok", "enabled"}),
+	}).Create(&row).Error
+	if err != nil {
+		return fmt.Errorf("store: set pricing of %s: %w", p.Model, err)
+	}
+	if err := r.Client(keys.DBAgentPricing).Del(ctx, r.Keys().AgentPricing(p.Model)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("store: drop cached pricing of %s (it expires within %s): %w", p.Model, keys.PricingCacheTTL, err)
+	}
+	return nil
+}
+
+// ListPricing returns every pricing row, by model name.
+func ListPricing(ctx context.Context, db *gorm.DB) ([]ModelPricing, error) {
+	var rows []ModelPricing
+	err := db.WithContext(ctx).Order("model_name").Find(&rows).Error
+	return rows, err
+}

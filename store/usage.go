@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Usage is one request's usage of a model.
+type Usage struct {
+	RequestID       string // counted once
+	Model           string
+	Day             time.Time // the day it counts for (its date is used)
+	InputTokens     int64
+	CachedTokens    int64
+	OutputTokens    int64
+	ReasoningTokens int64
+	CostMicroFen    int64
+}
+
+// ApplyUsage counts each usage once (agent_usage_event) and adds the ones
+// counted now to agent_usage_stats, per model and day, in one transaction.
+// It returns, for each usage, whether this call counted it.
+func ApplyUsage(ctx context.Context, db *gorm.DB, us []Usage) ([]bool, error) {
+	counted := make([]bool, len(us))
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		clear(counted)
+		ids := make([]string, len(us))
+		for i, u := range us {
+			ids[i] = u.RequestID
+		}
+		var seen []string
+		if err := tx.Model(&UsageEvent{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("request_id IN ?", ids).Pluck("request_id", &seen).Error; err != nil {
+			return err
+		}
+		known := make(map[string]bool, len(seen))
+		for _, id := range seen {
+			known[id] = true
+		}
+		var events []UsageEvent
+		type dayKey struct {
+			model string
+			day   string
+		}
+		sums := map[dayKey]*UsageStat{}
+		var order []dayKey
+		for i, u := range us {
+			if known[u.RequestID] {
+				continue
+			}
+			known[u.RequestID], counted[i] = true, true
+			events = append(events, UsageEvent{RequestID: u.RequestID, ModelName: u.Model})
+			k := dayKey{u.Model, u.Day.Format(time.DateOnly)}
+			s := sums[k]
+			if s == nil {
+				s = &UsageStat{ModelName: u.Model, StatDate: u.Day}
+				sums[k] = s
+				order = append(order, k)
+			}
+			s.InputTokens += uint64(max(u.InputTokens, 0))
+			s.CachedTokens += uint64(max(u.CachedTokens, 0))
+			s.OutputTokens += uint64(max(u.OutputTokens, 0))
+			s.ReasoningTokens += uint64(max(u.ReasoningTokens, 0))
+			s.CostMicroFen += uint64(max(u.CostMicroFen, 0))
+			s.RequestCount++
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		if err := tx.Omit("created_at").Create(&events).Error; err != nil {
+			return err
+		}
+		var sb strings.Builder
+		var args []any
+		sb.WriteString("INSERT INTO agent_usage_stats (model_name, stat_date, input_tokens, cached_tokens, output_tokens, reasoning_tokens, request_count, cost_micro_fen) VALUES ")
+		for i, k := range order {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			s := sums[k]
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, s.ModelName, k.day, s.InputTokens, s.CachedTokens, s.OutputTokens, s.ReasoningTokens, s.RequestCount, s.CostMicroFen)
+		}
+		sb.WriteString(` ON DUPLICATE KEY UPDATE input_tokens = input_tokens + VALUES(input_tokens),
+			cached_tokens = cached_tokens + VALUES(cached_tokens), output_tokens = output_tokens + VALUES(output_tokens),
+			reasoning_tokens = reasoning_tokens + VALUES(reasoning_tokens), request_count = request_count + VALUES(request_count),
+			cost_micro_fen = cost_micro_fen + VALUES(cost_micro_fen)`)
+		return tx.Exec(sb.String(), args...).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: apply %d usages: %w", len(us), err)
+	}
+	return counted, nil
+}
+
+// IncrUsage adds usages to the per-model hashes agent:usage:{model} (seed
+// 000, HINCRBY) and registers the models, in one pipeline.
+func (r *Redis) IncrUsage(ctx context.Context, us []Usage) error {
+	if len(us) == 0 {
+		return nil
+	}
+	kb := r.Keys()
+	_, err := r.Client(keys.DBAgentPricing).Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, u := range us {
+			key := kb.AgentUsage(u.Model)
+			p.HIncrBy(ctx, key, "inputTokens", u.InputTokens)
+			p.HIncrBy(ctx, key, "cachedTokens", u.CachedTokens)
+			p.HIncrBy(ctx, key, "outputTokens", u.OutputTokens)
+			p.HIncrBy(ctx, key, "reasoningTokens", u.ReasoningTokens)
+			p.HIncrBy(ctx, key, "requestCount", 1)
+			p.HIncrBy(ctx, key, "costMicroFen", u.CostMicroFen)
+			p.SAdd(ctx, kb.AgentUsageModels(), u.Model)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: usage counters: %w", err)
+	}
+	return nil
+}
