@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/go-chi/chi/v5"
@@ -61,6 +62,7 @@ type Server struct {
 	routes  []Route
 	metrics *httpMetrics
 	auth    *authenticator
+	billing *billing.Service
 }
 
 // New returns a Server with the platform's own routes (health, readiness,
@@ -86,7 +88,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.router.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
+	s.billing = billing.New(deps.DB, deps.Redis)
 	s.platformRoutes()
+	s.agentRoutes()
 	return s, nil
 }
 

@@ -1,0 +1,66 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+)
+
+// UsageCounter counts usages once in MySQL (a group-committing
+// store.Batcher over store.ApplyUsage in the worker).
+type UsageCounter interface {
+	Do(ctx context.Context, u store.Usage) (bool, error)
+}
+
+// UsageHashes adds usages to the Redis per-model hashes.
+type UsageHashes interface {
+	IncrUsage(ctx context.Context, us []store.Usage) error
+}
+
+// UsageStats upserts per-model per-day deltas into agent_usage_stats and
+// HINCRBYs agent:usage:{model} (SPEC 4.3). The domain has no retry (seed
+// 002: fire-and-forget): a failure is logged and counted by the flow.
+type UsageStats struct {
+	counter UsageCounter
+	hashes  UsageHashes
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// NewUsageStats returns the agent-usage-stats consumer.
+func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats {
+	if c == nil || h == nil || log == nil {
+		panic("handlers: NewUsageStats: nil dependency")
+	}
+	return &UsageStats{counter: c, hashes: h, log: log, now: time.Now}
+}
+
+// Handle counts one usage, on the day (UTC+8) it is handled.
+func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) error {
+	id := m.RequestID
+	if id == "" {
+		d, _ := messaging.DeliveryFrom(ctx)
+		id = "msg:" + d.MessageID
+	}
+	u := store.Usage{
+		RequestID: id, Model: m.ModelName, Day: h.now().In(topology.UTC8),
+		InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
+		ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
+	}
+	counted, err := h.counter.Do(ctx, u)
+	if err != nil {
+		return fmt.Errorf("count usage %s: %w", id, err)
+	}
+	if !counted {
+		return nil
+	}
+	if err := h.hashes.IncrUsage(ctx, []store.Usage{u}); err != nil {
+		return fmt.Errorf("usage %s counted in MySQL, not in Redis: %w", id, err)
+	}
+	return nil
+}

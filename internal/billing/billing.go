@@ -1,0 +1,129 @@
+// Package billing is the API side of agent billing (SPEC 4.3, 6): price a
+// request's tokens, and take the cost from the user's hot Redis balance
+// atomically (cap at zero; the request id is the deduction id, so the same
+// request deducts once; the deduction is recorded as pending until MySQL has
+// it). The messages that carry the deduction to MySQL are published by the
+// caller.
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+)
+
+// Errors callers branch on.
+var (
+	ErrUnknownModel = store.ErrUnknownModel
+	ErrUnknownUser  = store.ErrUnknownUser
+	ErrNoBalance    = errors.New("billing: the balance is zero")
+)
+
+// Tokens are one request's token counts; input excludes cached input.
+type Tokens struct {
+	Input, Cached, Output, Reasoning int64
+}
+
+var perMillion = decimal.New(1, 6)
+
+// Cost prices tokens: Σ count × fen per million tokens / 10^6, rounded half
+// up to 8 places, and the same amount in micro-fen (10^-8 fen), as
+// AgentUsageStatsMessage.costMicroFen carries it.
+func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, microFen int64) {
+	sum := decimal.NewFromInt(t.Input).Mul(p.Input).
+		Add(decimal.NewFromInt(t.Cached).Mul(p.CachedInput)).
+		Add(decimal.NewFromInt(t.Output).Mul(p.Output)).
+		Add(decimal.NewFromInt(t.Reasoning).Mul(p.Reasoning))
+	fen = sum.Div(perMillion).Round(store.MoneyScale)
+	return fen, fen.Shift(store.MoneyScale).IntPart()
+}
+
+// Service charges requests.
+type Service struct {
+	db  *gorm.DB
+	rdb *store.Redis
+	now func() time.Time
+}
+
+// New returns a Service.
+func New(db *gorm.DB, rdb *store.Redis) *Service {
+	return &Service{db: db, rdb: rdb, now: time.Now}
+}
+
+// Request is one usage to charge.
+type Request struct {
+	ID       string // the client's request id: the deduction id
+	Username string
+	Model    string
+	Tokens   Tokens
+}
+
+// Charge is what a request cost and what was taken.
+type Charge struct {
+	Cost         decimal.Decimal // the price of the tokens
+	CostMicroFen int64
+	Deducted     decimal.Decimal // min(balance, cost): cap at zero
+	Balance      decimal.Decimal // after the deduction
+	Replayed     bool            // the request id was charged before; nothing was taken now
+}
+
+// Charge prices r and takes the cost from the user's hot balance. A missing
+// balance is initialised from MySQL and the deduction run again. A zero
+// balance is ErrNoBalance (with the Charge's Cost set); a zero cost takes
+// nothing.
+func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
+	p, err := store.GetPricing(ctx, s.db, s.rdb, r.Model)
+	if err != nil {
+		return Charge{}, err
+	}
+	var c Charge
+	c.Cost, c.CostMicroFen = Cost(p, r.Tokens)
+	if !c.Cost.IsPositive() {
+		c.Balance, err = s.Balance(ctx, r.Username)
+		return c, err
+	}
+	for attempt := 0; ; attempt++ {
+		taken, err := s.rdb.DeductBalance(ctx, store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now()})
+		switch {
+		case err == nil:
+			c.Deducted, c.Balance, c.Replayed = taken.Deducted, taken.Balance, taken.Replayed
+			return c, nil
+		case errors.Is(err, store.ErrBalanceEmpty):
+			return c, ErrNoBalance
+		case errors.Is(err, store.ErrBalanceMissing) && attempt == 0:
+			if _, err := store.EnsureBalance(ctx, s.db, s.rdb, r.Username); err != nil {
+				return c, err
+			}
+		default:
+			return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
+		}
+	}
+}
+
+// Balance is a user's hot balance, initialised from MySQL if missing.
+func (s *Service) Balance(ctx context.Context, username string) (decimal.Decimal, error) {
+	for attempt := 0; ; attempt++ {
+		bal, err := s.rdb.Balance(ctx, username)
+		if !errors.Is(err, store.ErrBalanceMissing) || attempt > 0 {
+			return bal, err
+		}
+		if _, err := store.EnsureBalance(ctx, s.db, s.rdb, username); err != nil {
+			return decimal.Zero, err
+		}
+	}
+}
+
+// Pending sums a user's deductions not yet in MySQL.
+func (s *Service) Pending(ctx context.Context, username string) (decimal.Decimal, error) {
+	entries, err := s.rdb.PendingDeductions(ctx, username)
+	sum := decimal.Zero
+	for _, e := range entries {
+		sum = sum.Add(e.Deducted)
+	}
+	return sum, err
+}

@@ -1,0 +1,129 @@
+package billing_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func TestCostIsExactDecimal(t *testing.T) {
+	t.Parallel()
+	p := store.Pricing{Input: dec("200"), CachedInput: dec("50"), Output: dec("800"), Reasoning: dec("800")}
+	fen, micro := billing.Cost(p, billing.Tokens{Input: 1234, Cached: 100, Output: 567, Reasoning: 89})
+	// (1234*200 + 100*50 + 567*800 + 89*800) / 1e6 = 776600 / 1e6
+	require.Equal(t, "0.77660000", fen.StringFixed(8))
+	require.EqualValues(t, 77660000, micro)
+	fen, micro = billing.Cost(store.Pricing{Input: dec("0.3")}, billing.Tokens{Input: 7})
+	require.Equal(t, "0.00000210", fen.StringFixed(8))
+	require.EqualValues(t, 210, micro)
+	fen, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5})
+	require.Equal(t, "0.00000000", fen.StringFixed(8), "5e-12 rounds to zero")
+	fen, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5000})
+	require.Equal(t, "0.00000001", fen.StringFixed(8), "5e-9 rounds half up")
+}
+
+type bundle struct {
+	svc *billing.Service
+	r   *store.Redis
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "m", Input: dec("1000000"), Output: dec("2000000"), Enabled: true}))
+	_, err := store.CreateUser(ctx, db, "alice", "", dec("10"))
+	require.NoError(t, err)
+	return bundle{svc: billing.New(db, r), r: r}
+}
+
+func TestChargeInitialisesCapsAndRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// 1 fen per input token, 2 per output token; the balance starts missing in Redis.
+	c, err := b.svc.Charge(ctx, billing.Request{ID: "r1", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 3, Output: 1}})
+	require.NoError(t, err)
+	require.Equal(t, "5.00000000", c.Cost.StringFixed(8))
+	require.Equal(t, "5.00000000", c.Deducted.StringFixed(8))
+	require.Equal(t, "5.00000000", c.Balance.StringFixed(8))
+
+	c, err = b.svc.Charge(ctx, billing.Request{ID: "r2", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 8}})
+	require.NoError(t, err)
+	require.Equal(t, "5.00000000", c.Deducted.StringFixed(8), "cap at zero")
+	require.True(t, c.Balance.IsZero())
+
+	_, err = b.svc.Charge(ctx, billing.Request{ID: "r3", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 1}})
+	require.ErrorIs(t, err, billing.ErrNoBalance)
+	_, err = b.svc.Charge(ctx, billing.Request{ID: "r4", Username: "alice", Model: "nope", Tokens: billing.Tokens{Input: 1}})
+	require.ErrorIs(t, err, billing.ErrUnknownModel)
+	_, err = b.svc.Charge(ctx, billing.Request{ID: "r5", Username: "ghost", Model: "m", Tokens: billing.Tokens{Input: 1}})
+	require.ErrorIs(t, err, billing.ErrUnknownUser)
+
+	pending, err := b.svc.Pending(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "10.00000000", pending.StringFixed(8))
+}
+
+// The same request id, sent again or many times at once, deducts once.
+func TestSameRequestChargesOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	req := billing.Request{ID: "same", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 2}}
+	var wg sync.WaitGroup
+	results := make(chan billing.Charge, 16)
+	for range 16 {
+		wg.Go(func() {
+			c, err := b.svc.Charge(ctx, req)
+			require.NoError(t, err)
+			results <- c
+		})
+	}
+	wg.Wait()
+	close(results)
+	replayed := 0
+	for c := range results {
+		require.Equal(t, "2.00000000", c.Deducted.StringFixed(8))
+		require.Equal(t, "8.00000000", c.Balance.StringFixed(8))
+		if c.Replayed {
+			replayed++
+		}
+	}
+	require.Equal(t, 15, replayed)
+	bal, err := b.svc.Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "8.00000000", bal.StringFixed(8))
+}
+
+func TestPricingCacheIsDroppedOnChange(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "x", Input: dec("1"), Enabled: true}))
+	p, err := store.GetPricing(ctx, db, r, "x")
+	require.NoError(t, err)
+	require.Equal(t, "1", p.Input.String())
+	ttl := r.Client(keys.DBAgentPricing).TTL(ctx, r.Keys().AgentPricing("x")).Val()
+	require.InDelta(t, 30*60, ttl.Seconds(), 3*60+1, "30 min with jitter")
+	require.NoError(t, db.Exec("UPDATE agent_model_pricing SET input_fen_per_mtok = 9 WHERE model_name = 'x'").Error)
+	p, _ = store.GetPricing(ctx, db, r, "x")
+	require.Equal(t, "1", p.Input.String(), "served from the cache")
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "x", Input: dec("2"), Enabled: true}))
+	p, _ = store.GetPricing(ctx, db, r, "x")
+	require.Equal(t, "2", p.Input.String(), "the change dropped the cache")
+	_, err = store.GetPricing(ctx, db, r, "unknown")
+	require.ErrorIs(t, err, store.ErrUnknownModel)
+	require.Equal(t, "__NONE__", r.Client(keys.DBAgentPricing).Get(ctx, r.Keys().AgentPricing("unknown")).Val(), "unknown names are cached briefly")
+}

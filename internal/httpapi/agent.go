@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+
+	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"github.com/shopspring/decimal"
+)
+
+func (s *Server) agentRoutes() {
+	s.Handle(Route{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: 16 << 10, Handle: s.agentUsage})
+	s.Handle(Route{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance})
+}
+
+var (
+	requestIDField = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	nameField      = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,64}$`)
+	modelField     = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
+)
+
+type usageRequest struct {
+	RequestID       string `json:"requestId"`
+	Username        string `json:"username"`
+	ModelName       string `json:"modelName"`
+	InputTokens     int64  `json:"inputTokens"`
+	CachedTokens    int64  `json:"cachedTokens"`
+	OutputTokens    int64  `json:"outputTokens"`
+	ReasoningTokens int64  `json:"reasoningTokens"`
+}
+
+const maxTokens = 1<<31 - 1 // the messages carry Java ints
+
+func (u usageRequest) validate() error {
+	switch {
+	case !requestIDField.MatchString(u.RequestID):
+		return BadRequest("requestId: 1-128 of A-Z a-z 0-9 . _ : -")
+	case !nameField.MatchString(u.Username):
+		return BadRequest("username: 1-64 of A-Z a-z 0-9 . _ @ + -")
+	case !modelField.MatchString(u.ModelName):
+		return BadRequest("modelName: 1-128 of A-Z a-z 0-9 . _ : / -")
+	}
+	for name, n := range map[string]int64{"inputTokens": u.InputTokens, "cachedTokens": u.CachedTokens,
+		"outputTokens": u.OutputTokens, "reasoningTokens": u.ReasoningTokens} {
+		if n < 0 || n > maxTokens {
+			return BadRequest("%s: want 0..%d", name, int64(maxTokens))
+		}
+	}
+	return nil
+}
+
+// agentUsage charges one model call to a user (SPEC 4.3): it prices the
+// tokens, takes the cost from the hot balance (the request id deducts once),
+// and publishes the deduction and the usage before it answers.
+func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
+	var req usageRequest
+	if err := DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := req.validate(); err != nil {
+		return err
+	}
+	ch, err := s.billing.Charge(r.Context(), billing.Request{ID: req.RequestID, Username: req.Username, Model: req.ModelName,
+		Tokens: billing.Tokens{Input: req.InputTokens, Cached: req.CachedTokens, Output: req.OutputTokens, Reasoning: req.ReasoningTokens}})
+	switch {
+	case errors.Is(err, billing.ErrNoBalance):
+		return &Error{Status: http.StatusPaymentRequired, Code: CodePaymentRequired, Message: "the agent balance is zero",
+			Details: map[string]any{"balanceFen": decimal.Zero.StringFixed(store.MoneyScale), "costFen": ch.Cost.StringFixed(store.MoneyScale)}}
+	case errors.Is(err, billing.ErrUnknownModel):
+		return BadRequest("modelName: no pricing for %q", req.ModelName)
+	case errors.Is(err, billing.ErrUnknownUser):
+		return Errorf(http.StatusNotFound, CodeNotFound, "no user %q", req.Username)
+	case err != nil:
+		return Unavailable("charge", err)
+	}
+	if ch.Deducted.IsPositive() {
+		deduct := topology.AgentBillingDeduct{
+			DeductionID: req.RequestID, Username: req.Username, AmountFen: ch.Deducted.StringFixed(store.MoneyScale),
+			ModelName: req.ModelName, InputTokens: int32(req.InputTokens), OutputTokens: int32(req.OutputTokens),
+		}
+		if err := s.Publish(r, deduct, messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID}); err != nil {
+			return err // the deduction stays pending: the reconciler applies it, or this request's retry republishes it
+		}
+	}
+	usage := topology.AgentUsageStats{
+		RequestID: req.Username + ":" + req.RequestID, ModelName: req.ModelName, InputTokens: int32(req.InputTokens),
+		CachedTokens: int32(req.CachedTokens), OutputTokens: int32(req.OutputTokens), ReasoningTokens: int32(req.ReasoningTokens),
+		CostMicroFen: ch.CostMicroFen,
+	}
+	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
+		return err
+	}
+	return JSON(w, http.StatusOK, map[string]any{
+		"requestId":    req.RequestID,
+		"costFen":      ch.Cost.StringFixed(store.MoneyScale),
+		"costMicroFen": ch.CostMicroFen,
+		"deductedFen":  ch.Deducted.StringFixed(store.MoneyScale),
+		"balanceFen":   ch.Balance.StringFixed(store.MoneyScale),
+		"replayed":     ch.Replayed,
+	})
+}
+
+// agentBalance answers the caller's hot balance and what of it is still on
+// its way to MySQL.
+func (s *Server) agentBalance(w http.ResponseWriter, r *http.Request) error {
+	p, _ := PrincipalFrom(r.Context())
+	bal, err := s.billing.Balance(r.Context(), p.Subject)
+	switch {
+	case errors.Is(err, billing.ErrUnknownUser):
+		return Errorf(http.StatusNotFound, CodeNotFound, "no account for %s", p.Subject)
+	case err != nil:
+		return Unavailable("balance", err)
+	}
+	pending, err := s.billing.Pending(r.Context(), p.Subject)
+	if err != nil {
+		return Unavailable("balance", err)
+	}
+	return JSON(w, http.StatusOK, map[string]any{
+		"username":   p.Subject,
+		"balanceFen": bal.StringFixed(store.MoneyScale),
+		"pendingFen": pending.StringFixed(store.MoneyScale),
+	})
+}
