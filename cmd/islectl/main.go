@@ -9,7 +9,8 @@
 //	islectl dlq list [-domain D] [-since 24h] [-all] [-limit N]
 //	islectl dlq show DOMAIN/ID
 //	islectl dlq replay DOMAIN/ID... [-force] | -domain D -all [-force]
-//	islectl users create USER [-email E] [-balance FEN] | ban USER [-reason R] | unban USER | bans
+//	islectl users create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans
+//	islectl pricing set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list
 //	islectl token -user NAME [-role user|service|admin] [-ttl 24h]
 //
 // It reads the same environment variables as the fleet (doc/config.md).
@@ -72,7 +73,8 @@ func init() {
 		"topology": {"show | apply | verify the RabbitMQ wire contract", runTopology},
 		"queues":   {"depth and consumers of every queue of the topology", runQueues},
 		"dlq":      {"list | show ID | replay ID... | replay --domain D --all: stored dead messages", runDLQ},
-		"users":    {"create USER [-email E] [-balance FEN] | ban USER [-reason R] | unban USER | bans", runUsers},
+		"users":    {"create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans", runUsers},
+		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},
 		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // runUsers manages user_account rows and bans for local use.
 func runUsers(ctx context.Context, e env, args []string) error {
-	sub, rest, err := subcommand(args, "create", "ban", "unban", "bans")
+	sub, rest, err := subcommand(args, "create", "credit", "ban", "unban", "bans")
 	if err != nil {
 		return err
 	}
@@ -22,16 +22,18 @@ func runUsers(ctx context.Context, e env, args []string) error {
 	fs.SetOutput(e.out)
 	email := fs.String("email", "", "create: the user's email")
 	balance := fs.String("balance", "0", "create: opening agent balance in fen (written with a RECHARGE ledger entry)")
-	reason := fs.String("reason", "", "ban: why")
+	reason := fs.String("reason", "", "ban, credit: why")
+	id := fs.String("id", "", "credit: the credit's id; the same id credits once (default: a new one)")
 	pos, err := parseFlags(fs, rest)
 	if err != nil {
 		return err
 	}
-	if sub == "bans" {
-		if len(pos) != 0 {
-			return usagef("users bans takes no arguments")
-		}
-	} else if len(pos) != 1 {
+	switch {
+	case sub == "bans" && len(pos) != 0:
+		return usagef("users bans takes no arguments")
+	case sub == "credit" && len(pos) != 2:
+		return usagef("users credit USER FEN [-id ID] [-reason R]")
+	case sub != "bans" && sub != "credit" && len(pos) != 1:
 		return usagef("users %s takes one username", sub)
 	}
 	cfg, _, err := load(e)
@@ -73,6 +75,25 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
+	if sub == "credit" {
+		amount, err := decimal.NewFromString(pos[1])
+		if err != nil {
+			return usagef("credit amount %q: not a decimal", pos[1])
+		}
+		if *id == "" {
+			*id = "islectl:" + time.Now().UTC().Format("20060102T150405.000000000")
+		}
+		res, err := store.CreditBalance(ctx, db, rdb, store.Credit{Username: pos[0], ID: *id, Amount: amount, Reason: *reason, Source: "islectl"})
+		if err != nil {
+			return err
+		}
+		if !res.Applied {
+			fmt.Fprintf(e.out, "credit %s was applied before; nothing changed\n", *id)
+			return nil
+		}
+		fmt.Fprintf(e.out, "credited %s fen to %s (ledger entry %s, Redis: %s)\n", amount.StringFixed(store.MoneyScale), pos[0], *id, res.Settle)
+		return nil
+	}
 	if sub == "ban" {
 		if err := store.Ban(ctx, db, rdb, pos[0], *reason); err != nil {
 			return err

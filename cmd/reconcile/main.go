@@ -1,52 +1,139 @@
 // Command reconcile runs Isle's cron jobs under a Redis leader lease:
-// balance sync, replication backfill and DLQ replay (SPEC section 4.6).
+// balance sync, DLQ replay and, later, replication backfill (SPEC 4.6).
+//
+//	reconcile               schedule the jobs; any number of replicas run each once
+//	reconcile -once JOB     run one job now, print its result and exit (for external schedulers)
+//
+// Jobs: balance-sync, dlq-replay.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "reconcile:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+var jobNames = []string{"balance-sync", "dlq-replay"}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	once := fs.String("once", "", "run one job now and exit: "+strings.Join(jobNames, ", "))
+	asJSON := fs.Bool("json", false, "with -once: print the result as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *once != "" && !slices.Contains(jobNames, *once) {
+		return fmt.Errorf("-once %q: want one of %s", *once, strings.Join(jobNames, ", "))
 	}
 	cfg, err := config.LoadReconcile(getenv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "reconcile")
-	deps, err := app.Open(ctx, log, app.Needs{Name: "reconcile", MySQL: &cfg.MySQL, Redis: &cfg.Redis})
+	rc := cfg.Reconcile
+	needAMQP := rc.ReplayEnabled || *once == "dlq-replay"
+	needs := app.Needs{Name: "reconcile", MySQL: &cfg.MySQL, Redis: &cfg.Redis}
+	if needAMQP {
+		needs.AMQP = &cfg.AMQP
+	}
+	deps, err := app.Open(ctx, log, needs)
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
-	ops, err := app.NewOpsServer(cfg.Reconcile.OpsAddr, deps.Checks()...)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := reconcile.NewMetrics(reg)
+	jobs := map[string]reconcile.Job{
+		"balance-sync": reconcile.NewBalanceSync(deps.DB, deps.Redis, rc.BalanceSync, metrics, log),
+	}
+	if needAMQP {
+		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4},
+			deps.Topology, messaging.NewMetrics(reg), log)
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		jobs["dlq-replay"] = reconcile.NewDLQReplay(dlq.NewStore(deps.DB, deps.Topology), pub, topology.DomainObjectReplication, rc.ReplayBatchSize)
+	}
+
+	if *once != "" {
+		res, err := reconcile.RunJob(ctx, deps.Redis, jobs[*once], metrics, log)
+		if res != nil {
+			if *asJSON {
+				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": res})
+			} else {
+				fmt.Fprintf(stdout, "%s: %s\n", *once, res)
+			}
+		}
+		return err
+	}
+
+	var schedules []reconcile.Schedule
+	if rc.BalanceSyncSchedule != "off" {
+		schedules = append(schedules, reconcile.Schedule{Spec: rc.BalanceSyncSchedule, Job: jobs["balance-sync"]})
+	}
+	if rc.ReplayEnabled {
+		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"]})
+	}
+	if rc.BackfillEnabled {
+		log.Warn("OBJECT_REPLICATION_BACKFILL_ENABLED is set, but this build has no replication-backfill job yet")
+	}
+	lease := store.NewLease(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
+	leader := reconcile.NewLeader(lease, rc.LeaseTTL, log)
+	sched, err := reconcile.NewScheduler(leader, deps.Redis, metrics, log, schedules...)
+	if err != nil {
+		return err
+	}
+	ops, err := app.NewOpsServer(rc.OpsAddr, deps.Checks()...)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
+	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
-	log.InfoContext(ctx, "reconcile started", "ops", ops.Addr(),
-		"backfill", cfg.Reconcile.BackfillEnabled, "dlq_replay", cfg.Reconcile.ReplayEnabled)
-	<-ctx.Done()
+	names := make([]string, len(schedules))
+	for i, s := range schedules {
+		names[i] = s.Job.Name() + " " + s.Spec
+	}
+	log.InfoContext(ctx, "reconcile started", "ops", ops.Addr(), "owner", lease.Owner(), "schedules", strings.Join(names, "; "))
+	leaderDone := make(chan struct{})
+	go func() { defer close(leaderDone); leader.Run(ctx) }()
+	sched.Run(ctx)
+	<-leaderDone
 	log.Info("reconcile stopped")
-	return nil
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return ctx.Err()
 }

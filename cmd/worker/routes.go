@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,13 +12,46 @@ import (
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
 )
+
+// batchers group the MySQL writes of concurrent handlers into shared
+// transactions (group commit).
+type batchers struct {
+	ledger *store.Batcher[store.Debit, store.DebitResult]
+	usage  *store.Batcher[store.Usage, bool]
+}
+
+func newBatchers(deps *app.Deps) *batchers {
+	const size = 100
+	return &batchers{
+		ledger: store.NewBatcher(size, func(ctx context.Context, ds []store.Debit) ([]store.DebitResult, error) {
+			return store.ApplyDebits(ctx, deps.DB, ds)
+		}),
+		usage: store.NewBatcher(size, func(ctx context.Context, us []store.Usage) ([]bool, error) {
+			return store.ApplyUsage(ctx, deps.DB, us)
+		}),
+	}
+}
+
+// close finishes what the batchers hold; call it after the consumer stopped.
+func (b *batchers) close() {
+	b.ledger.Close()
+	b.usage.Close()
+}
 
 // routes returns every route this build can run, by handler name: the main
 // consumer of each domain whose handler exists, and each domain's DLQ
 // consumer ("<domain>-dlq").
-func routes(deps *app.Deps, flow *messaging.Flow, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
+func routes(deps *app.Deps, flow *messaging.Flow, b *batchers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
 	out := map[string]messaging.Route{}
+	main := func(domain string, h messaging.HandlerFunc) {
+		d, _ := deps.Topology.Domain(domain)
+		out[domain] = messaging.Route{Name: domain, Queue: d.Queue, Concurrency: cfg.Concurrency[domain], Handle: flow.Main(d, h)}
+	}
+	main(topology.DomainAgentBilling, messaging.Typed(handlers.NewBillingDeduct(b.ledger, deps.Redis, log.With("handler", "agent-billing")).Handle))
+	main(topology.DomainAgentUsageStats, messaging.Typed(handlers.NewUsageStats(b.usage, deps.Redis, log.With("handler", "agent-usage-stats")).Handle))
 	for _, d := range deps.Topology.Domains() {
 		if d.HasRetry() {
 			name := d.Name + "-dlq"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
@@ -185,27 +186,46 @@ type Reconcile struct {
 
 // ReconcileSection holds the cron jobs' settings.
 type ReconcileSection struct {
-	OpsAddr           string
-	BackfillEnabled   bool
-	BackfillBatchSize int
-	BackfillInterval  time.Duration
-	ReplayEnabled     bool
-	ReplayBatchSize   int
-	ReplayInterval    time.Duration
+	OpsAddr             string
+	LeaseTTL            time.Duration
+	BalanceSyncSchedule string
+	BalanceSync         reconcile.BalanceSyncConfig
+	BackfillEnabled     bool
+	BackfillBatchSize   int
+	BackfillInterval    time.Duration
+	ReplayEnabled       bool
+	ReplayBatchSize     int
+	ReplayInterval      time.Duration
 }
 
 func loadReconcile(l *loader) ReconcileSection {
-	return ReconcileSection{
-		OpsAddr:           l.String("RECONCILE_OPS_ADDR", ":9092", "Address of the reconciler's /healthz and /metrics; empty to serve none."),
+	r := ReconcileSection{
+		OpsAddr:  l.String("RECONCILE_OPS_ADDR", ":9092", "Address of the reconciler's /healthz and /metrics; empty to serve none."),
+		LeaseTTL: l.Duration("RECONCILE_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute, "TTL of the leader lease; the leader renews it at a third. A leader that cannot renew it stops running jobs."),
+		BalanceSyncSchedule: l.String("BALANCE_SYNC_SCHEDULE", "@every 30m",
+			"When balance-sync runs: cron with optional seconds (\"0 */30 * * * *\") or a descriptor (\"@every 30m\"); \"off\" disables it."),
+		BalanceSync: reconcile.BalanceSyncConfig{
+			PendingAge: l.Duration("BALANCE_SYNC_PENDING_AGE", reconcile.PendingAgeDefault, time.Millisecond, 24*time.Hour,
+				"balance-sync applies pending deductions older than this (their message is late or was lost)."),
+			Quiet: l.Duration("BALANCE_SYNC_QUIET_PERIOD", reconcile.QuietDefault, time.Millisecond, 24*time.Hour,
+				"balance-sync compares only users without ledger entries this recent."),
+			Batch: l.Int("BALANCE_SYNC_BATCH", reconcile.BatchDefault, 1, 10000, "Users per SCAN batch, pipeline and SQL statement in balance-sync."),
+		},
 		BackfillEnabled:   l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false, "Enable the backfill job for missed replications."),
 		BackfillBatchSize: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", 200, 1, 10000, "Replication tasks republished per backfill run."),
 		BackfillInterval: l.Millis("OBJECT_REPLICATION_BACKFILL_INTERVAL_MS", 5*time.Second, 100*time.Millisecond, 24*time.Hour,
 			"Backfill interval in ms."),
-		ReplayEnabled:   l.Bool("OBJECT_REPLICATION_DLQ_REPLAY_ENABLED", false, "Enable the DLQ replay job."),
+		ReplayEnabled:   l.Bool("OBJECT_REPLICATION_DLQ_REPLAY_ENABLED", false, "Enable the dlq-replay job, which republishes stored dead replication messages."),
 		ReplayBatchSize: l.Int("OBJECT_REPLICATION_DLQ_REPLAY_BATCH_SIZE", 100, 1, 10000, "Dead messages replayed per run."),
 		ReplayInterval: l.Millis("OBJECT_REPLICATION_DLQ_REPLAY_INTERVAL_MS", 15*time.Second, 100*time.Millisecond, 24*time.Hour,
 			"DLQ replay interval in ms."),
 	}
+	if r.BalanceSyncSchedule != "off" {
+		if _, err := reconcile.Parser.Parse(r.BalanceSyncSchedule); err != nil {
+			l.failf("BALANCE_SYNC_SCHEDULE", r.BalanceSyncSchedule, "not a schedule: %v", err)
+		}
+	}
+	return r
 }
 
 func loadReconcileConfig(l *loader) Reconcile {

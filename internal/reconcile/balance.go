@@ -1,0 +1,215 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
+)
+
+// Defaults of BalanceSyncConfig.
+const (
+	PendingAgeDefault = 5 * time.Minute
+	QuietDefault      = 2 * time.Minute
+	BatchDefault      = 500
+	lateAge           = time.Minute
+	progressEvery     = 10 * time.Second
+)
+
+// BalanceSyncConfig tunes the balance-sync job. Zero fields take the defaults.
+type BalanceSyncConfig struct {
+	PendingAge time.Duration // pending deductions older than this are applied here (their message is late or lost)
+	Quiet      time.Duration // users with ledger entries newer than this are not compared
+	Batch      int           // users per SCAN batch, pipeline and SQL statement
+}
+
+// BalanceSync is the balance-sync job (SPEC 6; seed: every 30 minutes). It
+// never copies a Redis balance into MySQL as the seed did: it
+//  1. applies pending deductions older than PendingAge through the ledger
+//     (exactly once, whoever else applies them) and clears them;
+//  2. compares each quiet user's Redis and MySQL balances (no pending
+//     deduction, no recent ledger entry) and corrects a drift with an ADJUST
+//     ledger row naming both values;
+//  3. drops what Redis re-initialisations no longer need.
+type BalanceSync struct {
+	db      *gorm.DB
+	rdb     *store.Redis
+	cfg     BalanceSyncConfig
+	metrics *Metrics
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// NewBalanceSync returns the job.
+func NewBalanceSync(db *gorm.DB, rdb *store.Redis, cfg BalanceSyncConfig, m *Metrics, log *slog.Logger) *BalanceSync {
+	cfg.PendingAge = cmp.Or(cfg.PendingAge, PendingAgeDefault)
+	cfg.Quiet = cmp.Or(cfg.Quiet, QuietDefault)
+	cfg.Batch = cmp.Or(cfg.Batch, BatchDefault)
+	return &BalanceSync{db: db, rdb: rdb, cfg: cfg, metrics: m, log: log, now: time.Now}
+}
+
+// Name is "balance-sync".
+func (j *BalanceSync) Name() string { return "balance-sync" }
+
+// BalanceResult is what one balance-sync run did.
+type BalanceResult struct {
+	UsersScanned   int // Redis balances compared or considered
+	PendingApplied int // pending deductions this run wrote to the ledger
+	PendingCleared int // pending deductions already in the ledger, cleared
+	DriftFound     int // quiet users whose Redis and MySQL balances differed
+	Adjustments    int // ADJUST ledger rows written
+	Busy           int // users skipped: pending deductions or recent ledger activity
+	LateCleaned    int // leftovers of Redis re-initialisations removed
+	Errors         int
+}
+
+func (r BalanceResult) String() string {
+	return fmt.Sprintf("users scanned %d, pending applied %d, pending cleared %d, drift found %d, adjustments %d, busy %d, late cleaned %d, errors %d",
+		r.UsersScanned, r.PendingApplied, r.PendingCleared, r.DriftFound, r.Adjustments, r.Busy, r.LateCleaned, r.Errors)
+}
+
+// LogValue implements slog.LogValuer.
+func (r BalanceResult) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("users_scanned", r.UsersScanned), slog.Int("pending_applied", r.PendingApplied),
+		slog.Int("pending_cleared", r.PendingCleared), slog.Int("drift_found", r.DriftFound), slog.Int("adjustments", r.Adjustments),
+		slog.Int("busy", r.Busy), slog.Int("late_cleaned", r.LateCleaned), slog.Int("errors", r.Errors))
+}
+
+// RunOnce runs the three steps over every user with a Redis key.
+func (j *BalanceSync) RunOnce(ctx context.Context) (Result, error) {
+	var res BalanceResult
+	err := errors.Join(j.applyPending(ctx, &res), j.compare(ctx, &res), j.cleanLate(ctx, &res))
+	for item, n := range map[string]int{"users_scanned": res.UsersScanned, "pending_applied": res.PendingApplied,
+		"pending_cleared": res.PendingCleared, "drift_found": res.DriftFound, "adjustments": res.Adjustments,
+		"busy": res.Busy, "late_cleaned": res.LateCleaned, "errors": res.Errors} {
+		j.metrics.add(j.Name(), item, n)
+	}
+	return res, err
+}
+
+// applyPending applies the pending deductions older than PendingAge.
+func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) error {
+	cutoff := j.now().Add(-j.cfg.PendingAge)
+	return j.rdb.ScanUsers(ctx, keys.AgentPending, j.cfg.Batch, func(users []string) error {
+		pending, err := j.rdb.PendingOf(ctx, users)
+		if err != nil {
+			return err
+		}
+		var debits []store.Debit
+		for user, entries := range pending {
+			for _, e := range entries {
+				if e.At.Before(cutoff) {
+					debits = append(debits, store.Debit{Username: user, ID: e.ID, Amount: e.Deducted, OccurredAt: e.At, Source: "reconciler"})
+				}
+			}
+		}
+		for start := 0; start < len(debits); start += 100 {
+			if err := j.applyDebits(ctx, debits[start:min(start+100, len(debits))], res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res *BalanceResult) error {
+	results, err := store.ApplyDebits(ctx, j.db, debits)
+	if err != nil {
+		return err
+	}
+	var settle []store.SettleEntry
+	for i, r := range results {
+		d := debits[i]
+		switch {
+		case r.Err != nil:
+			res.Errors++
+			j.log.Error("pending deduction cannot be applied", "user", d.Username, "deduction", d.ID, "err", r.Err)
+		case r.Applied:
+			res.PendingApplied++
+			j.log.Warn("applied a deduction whose message never arrived", "user", d.Username, "deduction", d.ID, "amount", r.Amount)
+			settle = append(settle, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
+				Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall)})
+		default:
+			res.PendingCleared++
+			if err := j.rdb.ClearPending(ctx, d.Username, d.ID, r.Amount.Add(r.Shortfall)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(settle) > 0 {
+		_, err = j.rdb.Settle(ctx, settle...)
+	}
+	return err
+}
+
+// compare brings MySQL to each quiet user's Redis balance with an ADJUST row.
+func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
+	lastProgress := time.Now()
+	return j.rdb.ScanUsers(ctx, keys.AgentBalance, j.cfg.Batch, func(users []string) error {
+		t0 := j.now()
+		hot, err := j.rdb.HotBalances(ctx, users)
+		if err != nil {
+			return err
+		}
+		var rows []struct {
+			Username   string
+			BalanceFen decimal.Decimal
+			LedgerSeq  uint64
+			Last       *time.Time
+		}
+		err = j.db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq,
+			(SELECT MAX(l.created_at) FROM agent_ledger l WHERE l.username = u.username) AS last
+			FROM user_account u WHERE u.username IN ?`, users).Scan(&rows).Error
+		if err != nil {
+			return fmt.Errorf("reconcile: read balances: %w", err)
+		}
+		for _, row := range rows {
+			res.UsersScanned++
+			h := hot[row.Username]
+			switch {
+			case !h.Present:
+				continue
+			case h.Pending > 0, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
+				res.Busy++
+				continue
+			case h.Balance.Equal(row.BalanceFen):
+				continue
+			}
+			res.DriftFound++
+			delta := h.Balance.Sub(row.BalanceFen)
+			reason := fmt.Sprintf("balance-sync: redis %s, mysql %s", h.Balance.StringFixed(store.MoneyScale), row.BalanceFen.StringFixed(store.MoneyScale))
+			_, err := store.Adjust(ctx, j.db, row.Username, fmt.Sprintf("sync:%d", t0.UnixMilli()), delta, row.BalanceFen, row.LedgerSeq, reason)
+			switch {
+			case errors.Is(err, store.ErrChanged):
+				res.Busy++
+			case err != nil:
+				res.Errors++
+				j.log.Error("could not adjust a drift", "user", row.Username, "err", err)
+			default:
+				res.Adjustments++
+				j.log.Warn("balance drift corrected with an ADJUST ledger row", "user", row.Username, "delta", delta, "reason", reason)
+			}
+		}
+		if time.Since(lastProgress) > progressEvery {
+			lastProgress = time.Now()
+			j.log.Info("balance-sync progress", "users_scanned", res.UsersScanned, "drift_found", res.DriftFound)
+		}
+		return nil
+	})
+}
+
+// cleanLate drops the late entries of balances still missing.
+func (j *BalanceSync) cleanLate(ctx context.Context, res *BalanceResult) error {
+	return j.rdb.ScanUsers(ctx, keys.AgentBalanceLate, j.cfg.Batch, func(users []string) error {
+		n, err := j.rdb.CleanLate(ctx, users, lateAge, j.now())
+		res.LateCleaned += n
+		return err
+	})
+}

@@ -1,0 +1,8 @@
+// Package reconcile runs the fleet's periodic jobs (SPEC 4.6): balance-sync
+// keeps the Redis balances and MySQL in agreement (SPEC 6), dlq-replay sends
+// stored dead messages back. A job is a RunOnce returning a Result an
+// operator reads; the Scheduler runs jobs on cron schedules (robfig/cron v3)
+// in whichever process holds the Redis leader lease, so any number of
+// replicas run each scheduled job once, and a per-job lock keeps a run
+// started by `reconcile -once` from overlapping the daemon's.
+package reconcile

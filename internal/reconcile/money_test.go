@@ -1,0 +1,272 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// The money model under faults (SPEC 6): random sequences of deductions
+// (new and repeated request ids), recharges, deliveries, duplicate
+// deliveries, lost messages, consumer crashes between commit and ack, Redis
+// data losses and reconciler runs. After every step no balance is negative;
+// at quiescence (queue drained, one reconcile) Redis = MySQL = the ledger's
+// sum for every user, every deduction reported to a client is in the ledger
+// once (taken + shortfall = reported) unless both its message and its
+// pending record were destroyed, and without a Redis loss there is no
+// correction and no shortfall at all.
+func TestMoneyInvariantsUnderFaults(t *testing.T) {
+	m := newMoney(t)
+	ctx := context.Background()
+	// 1.23456789 fen per input token: amounts use all 8 decimals.
+	require.NoError(t, store.SetPricing(ctx, m.db, m.r, store.Pricing{Model: "m", Input: dec("1234567.89"), Enabled: true}))
+	var world atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		sm := newMachine(rt, m, world.Add(1))
+		rt.Repeat(rapid.StateMachineActions(sm))
+		sm.quiesce(rt)
+	})
+}
+
+type dkey struct{ user, id string }
+
+type machine struct {
+	m         *money
+	users     []string
+	opening   map[string]decimal.Decimal
+	recharged map[string]decimal.Decimal
+	queue     []topology.AgentBillingDeduct
+	reported  map[dkey][]decimal.Decimal // what the client was told was deducted (twice only across a Redis loss)
+	ids       []dkey
+	epoch     map[dkey]int // Redis losses before the deduction
+	lost      map[dkey]bool
+	gone      map[dkey]bool // message and pending record both destroyed
+	losses    int
+	next      int
+}
+
+func newMachine(t *rapid.T, m *money, world int64) *machine {
+	sm := &machine{m: m, opening: map[string]decimal.Decimal{}, recharged: map[string]decimal.Decimal{},
+		reported: map[dkey][]decimal.Decimal{}, epoch: map[dkey]int{}, lost: map[dkey]bool{}, gone: map[dkey]bool{}}
+	for i := range 3 {
+		u := fmt.Sprintf("w%d-u%d", world, i)
+		open := decimal.New(int64(rapid.IntRange(0, 4000).Draw(t, "opening")), -2)
+		if _, err := store.CreateUser(context.Background(), m.db, u, "", open); err != nil {
+			t.Fatal(err)
+		}
+		sm.users = append(sm.users, u)
+		sm.opening[u] = open
+	}
+	return sm
+}
+
+func (sm *machine) user(t *rapid.T) string { return rapid.SampledFrom(sm.users).Draw(t, "user") }
+
+func (sm *machine) inLedger(t *rapid.T, k dkey) bool {
+	var n int64
+	if err := sm.m.db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = ? AND kind = 'DEDUCT' AND entry_id = ?", k.user, k.id).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// Deduct is one /v1/agent/usage call: a new request id, or a client's retry.
+func (sm *machine) Deduct(t *rapid.T) {
+	k := dkey{user: sm.user(t)}
+	if len(sm.ids) > 0 && rapid.Bool().Draw(t, "retry") {
+		k = rapid.SampledFrom(sm.ids).Draw(t, "retried")
+	} else {
+		sm.next++
+		k.id = fmt.Sprintf("r%d", sm.next)
+	}
+	tokens := rapid.IntRange(0, 40).Draw(t, "tokens")
+	c, err := sm.m.svc.Charge(context.Background(), billing.Request{ID: k.id, Username: k.user, Model: "m", Tokens: billing.Tokens{Input: int64(tokens)}})
+	if errors.Is(err, billing.ErrNoBalance) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("charge: %v", err)
+	}
+	if !c.Deducted.IsPositive() {
+		return
+	}
+	switch prev, ok := sm.reported[k]; {
+	case ok && c.Replayed:
+		if !slices.ContainsFunc(prev, c.Deducted.Equal) {
+			t.Fatalf("request %v replayed with %s, deducted before %s", k, c.Deducted, prev)
+		}
+	case ok && sm.losses > sm.epoch[k]:
+		// Redis lost the first deduction and its marker before anything put
+		// the deduction back into the balance (a settle or an initialisation
+		// that read it restores the marker too): the first was forgiven with
+		// the data, the retry is taken, the user pays once. The ledger keeps
+		// whichever message landed first; balance-sync brings MySQL to Redis.
+		sm.reported[k] = append(prev, c.Deducted)
+		sm.epoch[k] = sm.losses
+	case ok:
+		t.Fatalf("request %v charged again: first %s, now %s (replayed %t)", k, prev[0], c.Deducted, c.Replayed)
+	case c.Replayed:
+		t.Fatalf("request %v reported as a replay of nothing", k)
+	default:
+		sm.reported[k] = []decimal.Decimal{c.Deducted}
+		sm.ids = append(sm.ids, k)
+		sm.epoch[k] = sm.losses
+	}
+	sm.queue = append(sm.queue, topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8), ModelName: "m"})
+}
+
+func (sm *machine) pick(t *rapid.T) (int, topology.AgentBillingDeduct) {
+	if len(sm.queue) == 0 {
+		t.Skip("no message in the queue")
+	}
+	i := rapid.IntRange(0, len(sm.queue)-1).Draw(t, "message")
+	return i, sm.queue[i]
+}
+
+func (sm *machine) drop(i int) { sm.queue = append(sm.queue[:i], sm.queue[i+1:]...) }
+
+// Deliver hands a message to the consumer, which acks it.
+func (sm *machine) Deliver(t *rapid.T) {
+	i, msg := sm.pick(t)
+	if err := sm.m.consumer.Handle(context.Background(), msg); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	sm.drop(i)
+}
+
+// DeliverTwice is a redelivery: the consumer handles it, and it stays queued.
+func (sm *machine) DeliverTwice(t *rapid.T) {
+	_, msg := sm.pick(t)
+	if err := sm.m.consumer.Handle(context.Background(), msg); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+}
+
+// Crash is a consumer killed between the MySQL commit and the ack: the
+// message is redelivered later, Redis was not touched.
+func (sm *machine) Crash(t *rapid.T) {
+	_, msg := sm.pick(t)
+	amount, _ := msg.Amount()
+	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{{Username: msg.Username, ID: msg.DeductionID, Amount: amount, Source: "consumer"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Lose drops a message for good.
+func (sm *machine) Lose(t *rapid.T) {
+	i, msg := sm.pick(t)
+	k := dkey{msg.Username, msg.DeductionID}
+	sm.drop(i)
+	sm.lost[k] = true
+	if sm.losses > sm.epoch[k] && !sm.inLedger(t, k) {
+		sm.gone[k] = true // its pending record went with Redis
+	}
+}
+
+// RedisLoss restarts Redis without its data.
+func (sm *machine) RedisLoss(t *rapid.T) {
+	storetest.Wipe(t, sm.m.r)
+	sm.losses++
+	for k := range sm.reported {
+		if sm.lost[k] && !sm.inLedger(t, k) {
+			sm.gone[k] = true
+		}
+	}
+}
+
+// Recharge credits a user.
+func (sm *machine) Recharge(t *rapid.T) {
+	u := sm.user(t)
+	amount := decimal.New(int64(rapid.IntRange(1, 3000).Draw(t, "recharge")), -2)
+	sm.next++
+	if _, err := store.CreditBalance(context.Background(), sm.m.db, sm.m.r, store.Credit{Username: u, ID: fmt.Sprintf("c%d", sm.next), Amount: amount}); err != nil {
+		t.Fatal(err)
+	}
+	sm.recharged[u] = sm.recharged[u].Add(amount)
+}
+
+// Reconcile runs balance-sync.
+func (sm *machine) Reconcile(t *rapid.T) {
+	if _, err := sm.m.sync.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Check holds after every step: no balance below zero, anywhere.
+func (sm *machine) Check(t *rapid.T) {
+	ctx := context.Background()
+	for _, u := range sm.users {
+		if bal, err := sm.m.r.Balance(ctx, u); err == nil && bal.IsNegative() {
+			t.Fatalf("Redis balance of %s is %s", u, bal)
+		}
+		var mysql decimal.Decimal
+		if err := sm.m.db.Raw("SELECT balance_fen FROM user_account WHERE username = ?", u).Scan(&mysql).Error; err != nil {
+			t.Fatal(err)
+		}
+		if mysql.IsNegative() {
+			t.Fatalf("MySQL balance of %s is %s", u, mysql)
+		}
+	}
+}
+
+// quiesce drains the queue, reconciles, and checks the invariants of a quiet system.
+func (sm *machine) quiesce(t *rapid.T) {
+	ctx := context.Background()
+	for len(sm.queue) > 0 {
+		if err := sm.m.consumer.Handle(ctx, sm.queue[0]); err != nil {
+			t.Fatal(err)
+		}
+		sm.drop(0)
+	}
+	sm.Reconcile(t)
+	for _, u := range sm.users {
+		redis, err := sm.m.svc.Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row struct {
+			Balance   decimal.Decimal
+			Sum       decimal.Decimal
+			Adjust    decimal.Decimal
+			Shortfall decimal.Decimal
+		}
+		if err := sm.m.db.Raw(`SELECT u.balance_fen AS balance,
+			COALESCE((SELECT SUM(amount_fen) FROM agent_ledger WHERE username = u.username), 0) AS sum,
+			COALESCE((SELECT SUM(amount_fen) FROM agent_ledger WHERE username = u.username AND kind = 'ADJUST'), 0) AS adjust,
+			COALESCE((SELECT SUM(shortfall_fen) FROM agent_ledger WHERE username = u.username), 0) AS shortfall
+			FROM user_account u WHERE username = ?`, u).Scan(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !redis.Equal(row.Balance) || !row.Balance.Equal(row.Sum) {
+			t.Fatalf("%s at quiescence: Redis %s, MySQL %s, ledger sum %s", u, redis, row.Balance, row.Sum)
+		}
+		if sm.losses == 0 && (!row.Adjust.IsZero() || !row.Shortfall.IsZero()) {
+			t.Fatalf("%s: adjustments %s and shortfall %s without any Redis loss", u, row.Adjust, row.Shortfall)
+		}
+	}
+	for k, want := range sm.reported {
+		var e store.LedgerEntry
+		err := sm.m.db.Where("username = ? AND kind = 'DEDUCT' AND entry_id = ?", k.user, k.id).Take(&e).Error
+		if sm.gone[k] {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("deduction %v reported to the client (%s) is not in the ledger: %v", k, want, err)
+		}
+		got := e.AmountFen.Neg().Add(e.ShortfallFen)
+		if !slices.ContainsFunc(want, got.Equal) {
+			t.Fatalf("deduction %v: ledger %s + shortfall %s, reported %s", k, e.AmountFen.Neg(), e.ShortfallFen, want)
+		}
+	}
+}

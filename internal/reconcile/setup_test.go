@@ -1,0 +1,93 @@
+package reconcile_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// money is the billing path without HTTP and without a broker: the API's
+// service, the real consumer handler, and the reconciler.
+type money struct {
+	db       *gorm.DB
+	r        *store.Redis
+	svc      *billing.Service
+	consumer *handlers.BillingDeduct
+	sync     *reconcile.BalanceSync
+}
+
+// directLedger applies each debit in its own transaction (no batcher).
+type directLedger struct{ db *gorm.DB }
+
+func (l directLedger) Do(ctx context.Context, d store.Debit) (store.DebitResult, error) {
+	res, err := store.ApplyDebits(ctx, l.db, []store.Debit{d})
+	if err != nil {
+		return store.DebitResult{}, err
+	}
+	return res[0], nil
+}
+
+func newMoney(t *testing.T) *money {
+	t.Helper()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	require.NoError(t, store.SetPricing(context.Background(), db, r, store.Pricing{Model: "m", Input: dec("1000000"), Enabled: true}))
+	m := &money{
+		db: db, r: r, svc: billing.New(db, r),
+		consumer: handlers.NewBillingDeduct(directLedger{db}, r, discard),
+	}
+	m.sync = newMoneySync(m, true)
+	return m
+}
+
+func (m *money) mysqlBalance(t *testing.T, user string) decimal.Decimal {
+	t.Helper()
+	u, err := store.GetUser(context.Background(), m.db, user)
+	require.NoError(t, err)
+	return u.BalanceFen
+}
+
+func (m *money) ledgerSum(t *testing.T, user, kind string) decimal.Decimal {
+	t.Helper()
+	var sum decimal.NullDecimal
+	q := "SELECT SUM(amount_fen) FROM agent_ledger WHERE username = ?"
+	args := []any{user}
+	if kind != "" {
+		q += " AND kind = ?"
+		args = append(args, kind)
+	}
+	require.NoError(t, m.db.Raw(q, args...).Scan(&sum).Error)
+	return sum.Decimal
+}
+
+func (m *money) run(t *testing.T) reconcile.BalanceResult {
+	t.Helper()
+	res, err := m.sync.RunOnce(context.Background())
+	require.NoError(t, err)
+	return res.(reconcile.BalanceResult)
+}
+
+// newMoneySync returns a balance-sync that applies every pending entry (or
+// none) and compares every user at once.
+func newMoneySync(m *money, applyPending bool) *reconcile.BalanceSync {
+	age := time.Hour
+	if applyPending {
+		age = -1
+	}
+	return reconcile.NewBalanceSync(m.db, m.r, reconcile.BalanceSyncConfig{PendingAge: age, Quiet: -1}, nil, discard)
+}
