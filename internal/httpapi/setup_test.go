@@ -17,6 +17,7 @@ import (
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 )
@@ -72,6 +73,15 @@ func setup(t *testing.T, o options) *testBundle {
 	b.http = httptest.NewServer(b.srv)
 	t.Cleanup(b.http.Close)
 	return b
+}
+
+// conn opens an AMQP connection for inspecting the test's queues.
+func (b *testBundle) conn(t *testing.T) (*amqp.Connection, error) {
+	t.Helper()
+	c, err := amqp.Dial(storetest.AMQPURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c, nil
 }
 
 func (b *testBundle) token(t *testing.T, sub string, role httpapi.Role) string {

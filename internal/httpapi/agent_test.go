@@ -1,0 +1,71 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAgentUsageAndBalance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	require.NoError(t, store.SetPricing(ctx, b.db, b.redis, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	_, err := store.CreateUser(ctx, b.db, "alice", "", decimal.RequireFromString("5"))
+	require.NoError(t, err)
+	svc := b.token(t, "gateway", httpapi.RoleService)
+	usage := func(body string) (int, map[string]any) {
+		status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, body)
+		return status, out
+	}
+
+	status, out := usage(`{"requestId":"a1","username":"alice","modelName":"m","inputTokens":3}`)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, map[string]any{"requestId": "a1", "costFen": "3.00000000", "costMicroFen": float64(300000000),
+		"deductedFen": "3.00000000", "balanceFen": "2.00000000", "replayed": false}, out)
+	status, out = usage(`{"requestId":"a2","username":"alice","modelName":"m","inputTokens":9}`)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "2.00000000", out["deductedFen"], "cap at zero")
+	status, out = usage(`{"requestId":"a3","username":"alice","modelName":"m","inputTokens":1}`)
+	require.Equal(t, http.StatusPaymentRequired, status)
+	require.Equal(t, "payment_required", errorCode(t, out))
+	require.Equal(t, "0.00000000", out["error"].(map[string]any)["balanceFen"])
+
+	for body, want := range map[string]int{
+		`{"requestId":"b1","username":"alice","modelName":"nope","inputTokens":1}`:   http.StatusBadRequest,
+		`{"requestId":"b2","username":"ghost","modelName":"m","inputTokens":1}`:      http.StatusNotFound,
+		`{"requestId":"","username":"alice","modelName":"m"}`:                        http.StatusBadRequest,
+		`{"requestId":"b3","username":"alice","modelName":"m","inputTokens":-1}`:     http.StatusBadRequest,
+		`{"requestId":"b4","username":"alice","modelName":"m","inputTokens":"many"}`: http.StatusBadRequest,
+		`{"requestId":"b5 with space","username":"alice","modelName":"m"}`:           http.StatusBadRequest,
+	} {
+		status, out := usage(body)
+		require.Equal(t, want, status, "%s: %v", body, out)
+		errorCode(t, out)
+	}
+	status, _, _ = b.do(t, http.MethodPost, "/v1/agent/usage", b.token(t, "alice", httpapi.RoleUser), `{}`)
+	require.Equal(t, http.StatusForbidden, status, "service tokens only")
+
+	status, _, out = b.do(t, http.MethodGet, "/v1/agent/balance", b.token(t, "alice", httpapi.RoleUser), "")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, map[string]any{"username": "alice", "balanceFen": "0.00000000", "pendingFen": "5.00000000"}, out)
+
+	// Both messages went out, with the request's correlation id.
+	conn, _ := b.conn(t)
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	deduct, _ := b.tp.Domain(topology.DomainAgentBilling)
+	q, err := ch.QueueDeclarePassive(deduct.Queue, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, q.Messages)
+	usageDom, _ := b.tp.Domain(topology.DomainAgentUsageStats)
+	q, err = ch.QueueDeclarePassive(usageDom.Queue, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, q.Messages)
+}
