@@ -17,12 +17,14 @@ var ErrBatcherClosed = errors.New("store: batcher closed")
 // transaction from being the fleet's ceiling. It adds no delay of its own: a
 // lone call is flushed at once.
 type Batcher[Q, R any] struct {
-	flush  func(ctx context.Context, qs []Q) ([]R, error)
-	max    int
-	in     chan call[Q, R]
-	stop   chan struct{}
-	exited chan struct{}
-	once   sync.Once
+	// Observe, when set before the first Do, is told the size of each batch.
+	Observe func(n int)
+	flush   func(ctx context.Context, qs []Q) ([]R, error)
+	max     int
+	in      chan call[Q, R]
+	stop    chan struct{}
+	exited  chan struct{}
+	once    sync.Once
 }
 
 // batchTimeout bounds one flush; its callers' contexts do not (see run).
@@ -123,6 +125,9 @@ func (b *Batcher[Q, R]) drain() {
 }
 
 func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
+	if b.Observe != nil {
+		b.Observe(len(batch))
+	}
 	qs := make([]Q, len(batch))
 	for i, c := range batch {
 		qs[i] = c.q

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	defer pub.Close()
 	flow := messaging.NewFlow(messaging.FlowConfig{HandlerTimeout: cfg.Worker.HandlerTimeout}, pub, metrics, log)
-	batch := newBatchers(deps)
+	batch := newBatchers(deps, reg)
 	defer batch.close() // after the consumer drained: handlers in flight wait on it
 	selected, err := selectRoutes(routes(deps, flow, batch, cfg.Worker, log), *handlerSpec)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // batchers group the MySQL writes of concurrent handlers into shared
@@ -23,9 +24,15 @@ type batchers struct {
 	usage  *store.Batcher[store.Usage, bool]
 }
 
-func newBatchers(deps *app.Deps) *batchers {
+func newBatchers(deps *app.Deps, reg prometheus.Registerer) *batchers {
 	const size = 100
-	return &batchers{
+	sizes := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "isle_batch_size",
+		Help:    "Items per MySQL transaction of the group-committing consumers, by batcher.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
+	}, []string{"batcher"})
+	reg.MustRegister(sizes)
+	b := &batchers{
 		ledger: store.NewBatcher(size, func(ctx context.Context, ds []store.Debit) ([]store.DebitResult, error) {
 			return store.ApplyDebits(ctx, deps.DB, ds)
 		}),
@@ -33,6 +40,9 @@ func newBatchers(deps *app.Deps) *batchers {
 			return store.ApplyUsage(ctx, deps.DB, us)
 		}),
 	}
+	b.ledger.Observe = func(n int) { sizes.WithLabelValues("ledger").Observe(float64(n)) }
+	b.usage.Observe = func(n int) { sizes.WithLabelValues("usage").Observe(float64(n)) }
+	return b
 }
 
 // close finishes what the batchers hold; call it after the consumer stopped.

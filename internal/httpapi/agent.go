@@ -94,14 +94,29 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
 		return err
 	}
-	return JSON(w, http.StatusOK, map[string]any{
-		"requestId":    req.RequestID,
-		"costFen":      ch.Cost.StringFixed(store.MoneyScale),
-		"costMicroFen": ch.CostMicroFen,
-		"deductedFen":  ch.Deducted.StringFixed(store.MoneyScale),
-		"balanceFen":   ch.Balance.StringFixed(store.MoneyScale),
-		"replayed":     ch.Replayed,
+	return JSON(w, http.StatusOK, chargeAnswer{
+		RequestID:    req.RequestID,
+		CostFen:      ch.Cost.StringFixed(store.MoneyScale),
+		CostMicroFen: ch.CostMicroFen,
+		DeductedFen:  ch.Deducted.StringFixed(store.MoneyScale),
+		BalanceFen:   ch.Balance.StringFixed(store.MoneyScale),
+		Replayed:     ch.Replayed,
 	})
+}
+
+type chargeAnswer struct {
+	RequestID    string `json:"requestId"`
+	CostFen      string `json:"costFen"`
+	CostMicroFen int64  `json:"costMicroFen"`
+	DeductedFen  string `json:"deductedFen"`
+	BalanceFen   string `json:"balanceFen"`
+	Replayed     bool   `json:"replayed"`
+}
+
+type balanceAnswer struct {
+	Username   string `json:"username"`
+	BalanceFen string `json:"balanceFen"`
+	PendingFen string `json:"pendingFen"`
 }
 
 // agentBalance answers the caller's hot balance and what of it is still on
@@ -119,9 +134,7 @@ func (s *Server) agentBalance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return Unavailable("balance", err)
 	}
-	return JSON(w, http.StatusOK, map[string]any{
-		"username":   p.Subject,
-		"balanceFen": bal.StringFixed(store.MoneyScale),
-		"pendingFen": pending.StringFixed(store.MoneyScale),
+	return JSON(w, http.StatusOK, balanceAnswer{
+		Username: p.Subject, BalanceFen: bal.StringFixed(store.MoneyScale), PendingFen: pending.StringFixed(store.MoneyScale),
 	})
 }
