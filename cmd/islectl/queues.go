@@ -28,7 +28,7 @@ func runQueues(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "QUEUE\tDOMAIN\tROLE\tMESSAGES\tCONSUMERS\t")
 	var ch *amqp.Channel
