@@ -246,13 +246,20 @@ func TestSameRequestIDDeductsOnce(t *testing.T) {
 	// The consumer applies each deduction once, whatever the number of messages.
 	w := start(t, f.env, "worker", "-handlers", "agent-billing")
 	w.waitFor(t, 30*time.Second, "worker started")
-	require.Eventually(t, func() bool { return f.depth(t, topology.DomainAgentBilling) == 0 }, 20*time.Second, 50*time.Millisecond)
+	// (A queue's depth counts ready messages only: wait for the ledger.)
 	var rows int64
+	require.Eventually(t, func() bool {
+		require.NoError(t, f.db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = 'dup' AND kind = 'DEDUCT'").Scan(&rows).Error)
+		return rows >= 2 && f.depth(t, topology.DomainAgentBilling) == 0
+	}, 20*time.Second, 50*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // duplicates still in flight would show now
 	require.NoError(t, f.db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = 'dup' AND kind = 'DEDUCT'").Scan(&rows).Error)
 	require.EqualValues(t, 2, rows)
-	u, err := store.GetUser(context.Background(), f.db, "dup")
-	require.NoError(t, err)
-	require.Equal(t, "75.30864220", u.BalanceFen.StringFixed(8))
+	require.Eventually(t, func() bool {
+		u, err := store.GetUser(context.Background(), f.db, "dup")
+		require.NoError(t, err)
+		return u.BalanceFen.StringFixed(8) == "75.30864220"
+	}, 5*time.Second, 50*time.Millisecond)
 }
 
 // A deduction whose message is lost (the test purges the queue) is charged
