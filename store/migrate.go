@@ -36,8 +36,7 @@ func provider(db *gorm.DB) (*goose.Provider, *sql.DB, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := goose.NewProvider(goose.DialectMySQL, sqlDB, sub,
-		goose.WithSessionLocker(getLock{}), goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectMySQL, sqlDB, sub, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: migrations: %w", err)
 	}
@@ -46,12 +45,23 @@ func provider(db *gorm.DB) (*goose.Provider, *sql.DB, error) {
 
 // Migrate applies every pending migration, in version order, and returns
 // those it applied (none when the schema is current). Concurrent migrators
-// wait for each other on a MySQL advisory lock.
+// wait for each other on a MySQL advisory lock held for the whole run (goose's
+// own session lock leaves the creation of its version table outside it:
+// two migrators of an empty database then fail with "missing zero version").
 func Migrate(ctx context.Context, db *gorm.DB) ([]Migration, error) {
-	p, _, err := provider(db)
+	p, sqlDB, err := provider(db)
 	if err != nil {
 		return nil, err
 	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	defer conn.Close()
+	if err := (getLock{}).SessionLock(ctx, conn); err != nil {
+		return nil, err
+	}
+	defer (getLock{}).SessionUnlock(context.WithoutCancel(ctx), conn)
 	results, err := p.Up(ctx)
 	var applied []Migration
 	for _, r := range results {
@@ -92,8 +102,7 @@ func CheckSchema(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// getLock is a goose session locker on MySQL's GET_LOCK, held by the
-// migrating connection and released with it.
+// getLock is MySQL's GET_LOCK on one connection, released with it.
 type getLock struct{}
 
 func (getLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
