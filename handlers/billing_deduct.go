@@ -2,7 +2,8 @@ package handlers
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,9 +15,11 @@ import (
 )
 
 // Ledger applies debits to MySQL exactly once (a group-committing
-// store.Batcher over store.ApplyDebits in the worker).
+// store.Batcher over store.ApplyDebits in the worker) and records entries
+// whose Redis side is done.
 type Ledger interface {
 	Do(ctx context.Context, d store.Debit) (store.DebitResult, error)
+	MarkSettled(ctx context.Context, entries ...store.EntryKey) error
 }
 
 // BalanceSettler reflects committed ledger entries in the Redis balance.
@@ -55,11 +58,12 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 		// A producer without deduction ids (the Java backend): a key stable
 		// across redeliveries, from the message id or the body's hash.
 		d, _ := messaging.DeliveryFrom(ctx)
-		id = "msg:" + d.MessageID
+		id = fitKey("msg:"+d.MessageID, 128)
 	}
 	res, err := h.ledger.Do(ctx, store.Debit{
 		Username: m.Username, ID: id, Amount: amount, ModelName: m.ModelName,
 		InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: h.now(), Source: "consumer",
+		SelfSettled: !fromIsle, // the producer's own script keeps its Redis balance
 	})
 	if err != nil {
 		return fmt.Errorf("apply deduction %s of %s: %w", id, m.Username, err) // retried
@@ -70,22 +74,38 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 	if res.Shortfall.IsPositive() {
 		h.log.WarnContext(ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", id, "shortfall", res.Shortfall)
 	}
-	if !fromIsle {
-		return nil // the producer's own script keeps its Redis balance
-	}
-	if !res.Applied {
-		// Applied before (a redelivery, or the reconciler): only the pending
-		// entry may be left.
-		if err := h.balance.ClearPending(ctx, m.Username, id, res.Amount.Add(res.Shortfall)); err != nil {
+	deducted := res.Amount.Add(res.Shortfall)
+	if res.Settled {
+		if !fromIsle {
+			return nil
+		}
+		// Applied and settled before (a redelivery, or the reconciler): only
+		// a pending record may be left, from a retry taken after a Redis loss.
+		if err := h.balance.ClearPending(ctx, m.Username, id, deducted); err != nil {
 			h.log.WarnContext(ctx, "could not clear a pending deduction; the reconciler will", "deduction", id, "err", err)
 		}
 		return nil
 	}
+	// Applied now, or applied before by a process that died before the Redis
+	// side: settle it (idempotent), then record that in MySQL. A failure is
+	// retried; the ledger row stays as it is.
 	_, err = h.balance.Settle(ctx, store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
-		Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall)})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		// MySQL has it; a pending entry left behind is cleared by the reconciler.
-		h.log.WarnContext(ctx, "deduction applied, but Redis could not be settled", "deduction", id, "err", err)
+		Amount: res.Amount, Seq: res.Seq, Deducted: deducted})
+	if err != nil {
+		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", id, err)
+	}
+	if err := h.ledger.MarkSettled(ctx, store.EntryKey{Username: m.Username, Kind: store.LedgerDeduct, EntryID: id}); err != nil {
+		return fmt.Errorf("deduction %s settled, recording it: %w", id, err)
 	}
 	return nil
+}
+
+// fitKey keeps a derived idempotency key within its column: a longer one is
+// replaced by its SHA-256, which is as stable.
+func fitKey(key string, max int) string {
+	if len(key) <= max {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -45,7 +45,7 @@ func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) err
 	id := m.RequestID
 	if id == "" {
 		d, _ := messaging.DeliveryFrom(ctx)
-		id = "msg:" + d.MessageID
+		id = fitKey("msg:"+d.MessageID, 255)
 	}
 	u := store.Usage{
 		RequestID: id, Model: m.ModelName, Day: h.now().In(topology.UTC8),

@@ -44,9 +44,10 @@ func CreateUser(ctx context.Context, db *gorm.DB, username, email string, openin
 			return nil
 		}
 		reason := "opening balance"
+		now := time.Now().UTC()
 		return tx.Omit("id", "created_at").Create(&LedgerEntry{
 			Username: username, Kind: LedgerRecharge, EntryID: OpeningEntryID, Seq: 1, AmountFen: opening,
-			Reason: &reason, Source: "islectl", OccurredAt: time.Now().UTC(),
+			Reason: &reason, Source: "islectl", OccurredAt: now, SettledAt: &now, // a new user has no Redis balance yet
 		}).Error
 	})
 	if err != nil {

@@ -140,6 +140,14 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 	if err == nil && len(rs) != len(qs) {
 		err = errors.New("store: batch flush returned the wrong number of results")
 	}
+	if err != nil && len(batch) > 1 {
+		// One bad item must not fail the others: go again one by one, so
+		// only the calls that fail alone get an error.
+		for _, c := range batch {
+			b.run([]call[Q, R]{c})
+		}
+		return
+	}
 	for i, c := range batch {
 		if err != nil {
 			c.out <- result[R]{err: err}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eisland/isle/store/keys"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -28,7 +29,8 @@ type Credit struct {
 type CreditResult struct {
 	Applied bool   // this call wrote the ledger row; false: it was there already
 	Seq     uint64 // the row's per-user sequence
-	Settle  string // what settle.lua did with the Redis balance
+	Settled bool   // the Redis side was done before this call
+	Settle  string // what settle.lua did with the Redis balance now ("" when nothing was left to do)
 }
 
 // CreditBalance writes a RECHARGE ledger row and adds to user_account in one
@@ -55,7 +57,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 			Where("username = ? AND kind = ? AND entry_id = ?", c.Username, LedgerRecharge, c.ID).Take(&existing).Error
 		switch {
 		case err == nil:
-			res = CreditResult{Seq: existing.Seq}
+			res = CreditResult{Seq: existing.Seq, Settled: existing.SettledAt != nil}
 			return nil
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
@@ -75,12 +77,15 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	if err != nil {
 		return CreditResult{}, fmt.Errorf("store: credit %s to %s: %w", c.ID, c.Username, err)
 	}
+	if res.Settled {
+		return res, nil
+	}
 	out, err := r.Settle(ctx, SettleEntry{Username: c.Username, Kind: SettleCredit, EntryID: c.ID, Amount: c.Amount, Seq: res.Seq})
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
 	}
 	res.Settle = out[0]
-	return res, nil
+	return res, MarkSettled(ctx, db, EntryKey{c.Username, LedgerRecharge, c.ID})
 }
 
 // Adjust writes an ADJUST ledger row of delta (either sign) with its
@@ -106,8 +111,9 @@ func Adjust(ctx context.Context, db *gorm.DB, username, id string, delta, readBa
 		}
 		acct.Balance, acct.Seq = acct.Balance.Add(delta), acct.Seq+1
 		seq = acct.Seq
+		now := time.Now().UTC()
 		row := LedgerEntry{Username: username, Kind: LedgerAdjust, EntryID: id, Seq: seq, AmountFen: delta,
-			Reason: &reason, Source: "reconciler", OccurredAt: time.Now().UTC()}
+			Reason: &reason, Source: "reconciler", OccurredAt: now, SettledAt: &now} // it moves MySQL to Redis
 		if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
 			return err
 		}
@@ -120,16 +126,16 @@ func Adjust(ctx context.Context, db *gorm.DB, username, id string, delta, readBa
 }
 
 // Restored idempotency markers at initialisation: the deductions of the
-// last RestoreWindow, at most RestoreMax of them.
+// markers' lifetime, at most RestoreMax of them (the newest).
 const (
-	RestoreWindow = 24 * time.Hour
-	RestoreMax    = 1000
+	RestoreWindow = keys.DeductionMarkerTTL
+	RestoreMax    = 5000
 )
 
 // EnsureBalance initialises a user's missing hot balance from MySQL: the
 // balance and the ledger sequence are read together, so the Redis side knows
 // which entries the read included, and the idempotency markers of the last
-// day's deductions are restored, so a client retrying one after a Redis loss
+// week's deductions are restored, so a client retrying one after a Redis loss
 // is not charged twice. It returns ErrUnknownUser for a user without an
 // account, and whether it initialised the balance.
 func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, error) {

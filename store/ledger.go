@@ -26,6 +26,9 @@ type Debit struct {
 	OutputTokens int64
 	OccurredAt   time.Time
 	Source       string // consumer, reconciler, ...
+	// SelfSettled marks a deduction whose producer keeps its Redis balance
+	// itself (no pending record here): the row is settled when written.
+	SelfSettled bool
 }
 
 // DebitResult says what ApplyDebits did with one debit.
@@ -33,6 +36,7 @@ type DebitResult struct {
 	Applied   bool            // this call wrote the ledger row; false: it was there already
 	LedgerID  uint64          // the ledger row's id
 	Seq       uint64          // the row's per-user sequence
+	Settled   bool            // the row's Redis side is done (settled_at is set)
 	Amount    decimal.Decimal // taken from MySQL (positive): Debit.Amount minus the shortfall
 	Shortfall decimal.Decimal // what the MySQL balance could not cover (money forgiven after a Redis loss)
 	Err       error           // a debit that can never apply (ErrUnknownUser); the others went on
@@ -83,13 +87,15 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 			results[i].Err = fmt.Errorf("debit %q of %s: want an id and an amount > 0", d.ID, d.Amount)
 		case !known:
 			results[i].Err = fmt.Errorf("%w: %s", ErrUnknownUser, d.Username)
+		case len(d.ID) > 128 || len(d.Username) > 64:
+			results[i].Err = fmt.Errorf("debit %q of %q: id over 128 or username over 64 bytes", d.ID, d.Username)
 		case found:
-			results[i] = DebitResult{LedgerID: e.ID, Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen}
+			results[i] = DebitResult{LedgerID: e.ID, Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil}
 		default:
 			took := decimal.Min(d.Amount, bal.Balance)
 			bal.Balance, bal.Seq = bal.Balance.Sub(took), bal.Seq+1
 			balances[d.Username] = bal
-			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took)}
+			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took), Settled: d.SelfSettled}
 			rows = append(rows, debitRow(d, took, bal.Seq))
 		}
 	}
@@ -127,6 +133,10 @@ func debitRow(d Debit, took decimal.Decimal, seq uint64) LedgerEntry {
 	}
 	in, out := uint32(min(max(d.InputTokens, 0), 1<<32-1)), uint32(min(max(d.OutputTokens, 0), 1<<32-1))
 	row.InputTokens, row.OutputTokens = &in, &out
+	if d.SelfSettled {
+		now := time.Now().UTC()
+		row.SettledAt = &now
+	}
 	if row.ShortfallFen.IsPositive() {
 		reason := "balance could not cover " + row.ShortfallFen.StringFixed(MoneyScale) + " fen"
 		row.Reason = &reason
@@ -207,4 +217,51 @@ func setBalances(tx *gorm.DB, accounts map[string]account, changed map[string]bo
 	}
 	q := "UPDATE user_account SET balance_fen = CASE username" + bal.String() + " END, ledger_seq = CASE username" + seq.String() + " END WHERE username IN ?"
 	return tx.Exec(q, append(append(balArgs, seqArgs...), users)...).Error
+}
+
+// EntryKey names one ledger entry.
+type EntryKey struct {
+	Username string
+	Kind     string
+	EntryID  string
+}
+
+// MarkSettled records that the Redis balance reflects the entries.
+func MarkSettled(ctx context.Context, db *gorm.DB, entries ...EntryKey) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	keys := make([][]any, len(entries))
+	for i, e := range entries {
+		keys[i] = []any{e.Username, e.Kind, e.EntryID}
+	}
+	err := db.WithContext(ctx).Model(&LedgerEntry{}).Where("(username, kind, entry_id) IN ? AND settled_at IS NULL", keys).
+		Update("settled_at", time.Now().UTC()).Error
+	if err != nil {
+		return fmt.Errorf("store: mark %d ledger entries settled: %w", len(entries), err)
+	}
+	return nil
+}
+
+// Unsettled lists up to limit ledger entries whose Redis side is not done,
+// written before cutoff (a crash or a Redis error left them).
+func Unsettled(ctx context.Context, db *gorm.DB, cutoff time.Time, limit int) ([]LedgerEntry, error) {
+	var rows []LedgerEntry
+	err := db.WithContext(ctx).Where("settled_at IS NULL AND created_at < ?", cutoff.UTC()).Order("created_at").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: unsettled ledger entries: %w", err)
+	}
+	return rows, nil
+}
+
+// SettleEntryOf is the Settle input of a ledger row.
+func SettleEntryOf(e LedgerEntry) (SettleEntry, bool) {
+	switch e.Kind {
+	case LedgerDeduct:
+		return SettleEntry{Username: e.Username, Kind: SettleDeduction, EntryID: e.EntryID, Amount: e.AmountFen.Neg(), Seq: e.Seq,
+			Deducted: e.AmountFen.Neg().Add(e.ShortfallFen)}, true
+	case LedgerRecharge:
+		return SettleEntry{Username: e.Username, Kind: SettleCredit, EntryID: e.EntryID, Amount: e.AmountFen, Seq: e.Seq}, true
+	}
+	return SettleEntry{}, false
 }

@@ -44,6 +44,7 @@ type LedgerEntry struct {
 	Reason       *string         `gorm:"column:reason"`
 	Source       string          `gorm:"column:source"`
 	OccurredAt   time.Time       `gorm:"column:occurred_at"`
+	SettledAt    *time.Time      `gorm:"column:settled_at"` // the Redis balance reflects the entry
 	CreatedAt    time.Time       `gorm:"column:created_at"`
 }
 

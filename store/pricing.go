@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/store/keys"
-	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -29,10 +30,13 @@ type Pricing struct {
 }
 
 // missingPricing is cached for a model without pricing, so unknown names
-// cannot hammer MySQL (cache penetration); it expires soon.
+// cannot hammer MySQL (cache penetration); it expires soon. A change fences
+// the key for fenceTTL: a reader that read the old row cannot write it back.
 const (
 	missingPricing    = "__NONE__"
 	missingPricingTTL = time.Minute
+	fencePrefix       = "__STALE__|"
+	fenceTTL          = 2 * time.Minute
 )
 
 // pricingTTL is seed 000's 30 minutes, give or take 10%, so that entries
@@ -47,7 +51,7 @@ func pricingTTL() time.Duration {
 func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Pricing, error) {
 	key := r.Keys().AgentPricing(model)
 	c := r.Client(keys.DBAgentPricing)
-	if raw, err := c.Get(ctx, key).Result(); err == nil {
+	if raw, err := c.Get(ctx, key).Result(); err == nil && !strings.HasPrefix(raw, fencePrefix) {
 		if raw == missingPricing {
 			return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
 		}
@@ -59,7 +63,7 @@ func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Prici
 	var row ModelPricing
 	err := db.WithContext(ctx).Where("model_name = ? AND enabled = 1", model).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		_ = c.Set(ctx, key, missingPricing, missingPricingTTL).Err()
+		_ = cacheFillScript.Run(ctx, c, []string{key}, missingPricing, 0, missingPricingTTL.Milliseconds()).Err()
 		return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
 	}
 	if err != nil {
@@ -68,13 +72,14 @@ func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Prici
 	p := Pricing{Model: row.ModelName, Input: row.InputFenPerMTok, CachedInput: row.CachedInputFenPerMTok,
 		Output: row.OutputFenPerMTok, Reasoning: row.ReasoningFenPerMTok, Enabled: row.Enabled}
 	if raw, err := json.Marshal(p); err == nil {
-		_ = c.Set(ctx, key, raw, pricingTTL()).Err()
+		_ = cacheFillScript.Run(ctx, c, []string{key}, raw, row.UpdatedAt.UnixMicro(), pricingTTL().Milliseconds()).Err()
 	}
 	return p, nil
 }
 
-// SetPricing writes a model's pricing row and drops its cached copy, so the
-// next request reads the new price.
+// SetPricing writes a model's pricing row and fences its cached copy: the
+// next request reads the new price, and a request that read the old row just
+// before cannot cache it again.
 func SetPricing(ctx context.Context, db *gorm.DB, r *Redis, p Pricing) error {
 	for _, v := range []decimal.Decimal{p.Input, p.CachedInput, p.Output, p.Reasoning} {
 		if v.IsNegative() || v.Exponent() < -MoneyScale {
@@ -92,7 +97,12 @@ func SetPricing(ctx context.Context, db *gorm.DB, r *Redis, p Pricing) error {
 	if err != nil {
 		return fmt.Errorf("store: set pricing of %s: %w", p.Model, err)
 	}
-	if err := r.Client(keys.DBAgentPricing).Del(ctx, r.Keys().AgentPricing(p.Model)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	var version time.Time
+	if err := db.WithContext(ctx).Model(&ModelPricing{}).Where("model_name = ?", p.Model).Pluck("updated_at", &version).Error; err != nil {
+		return fmt.Errorf("store: set pricing of %s: %w", p.Model, err)
+	}
+	fence := fencePrefix + strconv.FormatInt(version.UnixMicro(), 10)
+	if err := r.Client(keys.DBAgentPricing).Set(ctx, r.Keys().AgentPricing(p.Model), fence, fenceTTL).Err(); err != nil {
 		return fmt.Errorf("store: drop cached pricing of %s (it expires within %s): %w", p.Model, keys.PricingCacheTTL, err)
 	}
 	return nil

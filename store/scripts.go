@@ -27,4 +27,5 @@ var (
 	slidingScript     = script("sliding_window.lua")
 	initBalanceScript = script("init_balance.lua")
 	settleScript      = script("settle.lua")
+	cacheFillScript   = script("cache_fill.lua")
 )

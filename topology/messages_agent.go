@@ -37,9 +37,12 @@ func (AgentBillingDeduct) Record() string { return "AgentBillingDeductMessage" }
 func (m AgentBillingDeduct) Validate() error {
 	_, amount := parseAmount("amountFen", m.AmountFen)
 	return firstError(
+		maxBytes("deductionId", m.DeductionID, 128),
 		required("username", m.Username),
+		maxBytes("username", m.Username, 64),
 		amount,
 		required("modelName", m.ModelName),
+		maxBytes("modelName", m.ModelName, 128),
 		nonNegative("inputTokens", int64(m.InputTokens)),
 		nonNegative("outputTokens", int64(m.OutputTokens)),
 	)
@@ -57,7 +60,9 @@ func (AgentUsageStats) Record() string { return "AgentUsageStatsMessage" }
 // Validate requires the model and counts and cost >= 0.
 func (m AgentUsageStats) Validate() error {
 	return firstError(
+		maxBytes("requestId", m.RequestID, 255),
 		required("modelName", m.ModelName),
+		maxBytes("modelName", m.ModelName, 128),
 		nonNegative("inputTokens", int64(m.InputTokens)),
 		nonNegative("cachedTokens", int64(m.CachedTokens)),
 		nonNegative("outputTokens", int64(m.OutputTokens)),

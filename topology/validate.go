@@ -61,6 +61,14 @@ func oneOf(field, v string, allowed ...string) error {
 	return nil
 }
 
+// maxBytes refuses a string longer than the column that keeps it.
+func maxBytes(field, v string, n int) error {
+	if len(v) > n {
+		return invalid(field, "%d bytes: want at most %d", len(v), n)
+	}
+	return nil
+}
+
 func nonNegative(field string, v int64) error {
 	if v < 0 {
 		return invalid(field, "%d: want >= 0", v)

@@ -20,8 +20,25 @@ import (
 // batchers group the MySQL writes of concurrent handlers into shared
 // transactions (group commit).
 type batchers struct {
-	ledger *store.Batcher[store.Debit, store.DebitResult]
-	usage  *store.Batcher[store.Usage, bool]
+	ledger  *store.Batcher[store.Debit, store.DebitResult]
+	settled *store.Batcher[store.EntryKey, struct{}]
+	usage   *store.Batcher[store.Usage, bool]
+}
+
+// ledger is what the deduct consumer needs, both halves group-committed.
+type ledger struct{ b *batchers }
+
+func (l ledger) Do(ctx context.Context, d store.Debit) (store.DebitResult, error) {
+	return l.b.ledger.Do(ctx, d)
+}
+
+func (l ledger) MarkSettled(ctx context.Context, entries ...store.EntryKey) error {
+	for _, e := range entries {
+		if _, err := l.b.settled.Do(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newBatchers(deps *app.Deps, reg prometheus.Registerer) *batchers {
@@ -36,6 +53,9 @@ func newBatchers(deps *app.Deps, reg prometheus.Registerer) *batchers {
 		ledger: store.NewBatcher(size, func(ctx context.Context, ds []store.Debit) ([]store.DebitResult, error) {
 			return store.ApplyDebits(ctx, deps.DB, ds)
 		}),
+		settled: store.NewBatcher(size, func(ctx context.Context, es []store.EntryKey) ([]struct{}, error) {
+			return make([]struct{}, len(es)), store.MarkSettled(ctx, deps.DB, es...)
+		}),
 		usage: store.NewBatcher(size, func(ctx context.Context, us []store.Usage) ([]bool, error) {
 			return store.ApplyUsage(ctx, deps.DB, us)
 		}),
@@ -48,6 +68,7 @@ func newBatchers(deps *app.Deps, reg prometheus.Registerer) *batchers {
 // close finishes what the batchers hold; call it after the consumer stopped.
 func (b *batchers) close() {
 	b.ledger.Close()
+	b.settled.Close()
 	b.usage.Close()
 }
 
@@ -60,7 +81,7 @@ func routes(deps *app.Deps, flow *messaging.Flow, b *batchers, cfg config.Worker
 		d, _ := deps.Topology.Domain(domain)
 		out[domain] = messaging.Route{Name: domain, Queue: d.Queue, Concurrency: cfg.Concurrency[domain], Handle: flow.Main(d, h)}
 	}
-	main(topology.DomainAgentBilling, messaging.Typed(handlers.NewBillingDeduct(b.ledger, deps.Redis, log.With("handler", "agent-billing")).Handle))
+	main(topology.DomainAgentBilling, messaging.Typed(handlers.NewBillingDeduct(ledger{b}, deps.Redis, log.With("handler", "agent-billing")).Handle))
 	main(topology.DomainAgentUsageStats, messaging.Typed(handlers.NewUsageStats(b.usage, deps.Redis, log.With("handler", "agent-usage-stats")).Handle))
 	for _, d := range deps.Topology.Domains() {
 		if d.HasRetry() {

@@ -34,10 +34,12 @@ type BalanceSyncConfig struct {
 // never copies a Redis balance into MySQL as the seed did: it
 //  1. applies pending deductions older than PendingAge through the ledger
 //     (exactly once, whoever else applies them) and clears them;
-//  2. compares each quiet user's Redis and MySQL balances (no pending
-//     deduction, no recent ledger entry) and corrects a drift with an ADJUST
-//     ledger row naming both values;
-//  3. drops what Redis re-initialisations no longer need.
+//  2. settles ledger entries older than PendingAge whose Redis side a crash
+//     or a Redis error left undone;
+//  3. compares each quiet user's Redis and MySQL balances (no pending
+//     deduction, no unsettled or recent ledger entry) and corrects a drift
+//     with an ADJUST ledger row naming both values;
+//  4. drops what Redis re-initialisations no longer need.
 type BalanceSync struct {
 	db      *gorm.DB
 	rdb     *store.Redis
@@ -63,6 +65,7 @@ type BalanceResult struct {
 	UsersScanned   int // Redis balances compared or considered
 	PendingApplied int // pending deductions this run wrote to the ledger
 	PendingCleared int // pending deductions already in the ledger, cleared
+	Settled        int // ledger entries whose Redis side this run finished
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
 	Busy           int // users skipped: pending deductions or recent ledger activity
@@ -71,23 +74,23 @@ type BalanceResult struct {
 }
 
 func (r BalanceResult) String() string {
-	return fmt.Sprintf("users scanned %d, pending applied %d, pending cleared %d, drift found %d, adjustments %d, busy %d, late cleaned %d, errors %d",
-		r.UsersScanned, r.PendingApplied, r.PendingCleared, r.DriftFound, r.Adjustments, r.Busy, r.LateCleaned, r.Errors)
+	return fmt.Sprintf("users scanned %d, pending applied %d, pending cleared %d, settled %d, drift found %d, adjustments %d, busy %d, late cleaned %d, errors %d",
+		r.UsersScanned, r.PendingApplied, r.PendingCleared, r.Settled, r.DriftFound, r.Adjustments, r.Busy, r.LateCleaned, r.Errors)
 }
 
 // LogValue implements slog.LogValuer.
 func (r BalanceResult) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("users_scanned", r.UsersScanned), slog.Int("pending_applied", r.PendingApplied),
-		slog.Int("pending_cleared", r.PendingCleared), slog.Int("drift_found", r.DriftFound), slog.Int("adjustments", r.Adjustments),
+		slog.Int("pending_cleared", r.PendingCleared), slog.Int("settled", r.Settled), slog.Int("drift_found", r.DriftFound), slog.Int("adjustments", r.Adjustments),
 		slog.Int("busy", r.Busy), slog.Int("late_cleaned", r.LateCleaned), slog.Int("errors", r.Errors))
 }
 
 // RunOnce runs the three steps over every user with a Redis key.
 func (j *BalanceSync) RunOnce(ctx context.Context) (Result, error) {
 	var res BalanceResult
-	err := errors.Join(j.applyPending(ctx, &res), j.compare(ctx, &res), j.cleanLate(ctx, &res))
+	err := errors.Join(j.applyPending(ctx, &res), j.settleLeftovers(ctx, &res), j.compare(ctx, &res), j.cleanLate(ctx, &res))
 	for item, n := range map[string]int{"users_scanned": res.UsersScanned, "pending_applied": res.PendingApplied,
-		"pending_cleared": res.PendingCleared, "drift_found": res.DriftFound, "adjustments": res.Adjustments,
+		"pending_cleared": res.PendingCleared, "settled": res.Settled, "drift_found": res.DriftFound, "adjustments": res.Adjustments,
 		"busy": res.Busy, "late_cleaned": res.LateCleaned, "errors": res.Errors} {
 		j.metrics.add(j.Name(), item, n)
 	}
@@ -125,28 +128,70 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 		return err
 	}
 	var settle []store.SettleEntry
+	var marks []store.EntryKey
 	for i, r := range results {
 		d := debits[i]
 		switch {
 		case r.Err != nil:
 			res.Errors++
 			j.log.Error("pending deduction cannot be applied", "user", d.Username, "deduction", d.ID, "err", r.Err)
+			continue
 		case r.Applied:
 			res.PendingApplied++
 			j.log.Warn("applied a deduction whose message never arrived", "user", d.Username, "deduction", d.ID, "amount", r.Amount)
-			settle = append(settle, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
-				Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall)})
-		default:
+		case r.Settled:
 			res.PendingCleared++
 			if err := j.rdb.ClearPending(ctx, d.Username, d.ID, r.Amount.Add(r.Shortfall)); err != nil {
 				return err
 			}
+			continue
+		default:
+			res.PendingCleared++ // applied by someone who died before the Redis side
+		}
+		settle = append(settle, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
+			Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall)})
+		marks = append(marks, store.EntryKey{Username: d.Username, Kind: store.LedgerDeduct, EntryID: d.ID})
+	}
+	if len(settle) == 0 {
+		return nil
+	}
+	if _, err := j.rdb.Settle(ctx, settle...); err != nil {
+		return err
+	}
+	return store.MarkSettled(ctx, j.db, marks...)
+}
+
+// settleLeftovers finishes the Redis side of ledger entries a crash or a
+// Redis error left unsettled for longer than PendingAge.
+func (j *BalanceSync) settleLeftovers(ctx context.Context, res *BalanceResult) error {
+	cutoff := j.now().Add(-j.cfg.PendingAge)
+	for {
+		rows, err := store.Unsettled(ctx, j.db, cutoff, j.cfg.Batch)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		var settle []store.SettleEntry
+		var marks []store.EntryKey
+		for _, row := range rows {
+			if e, ok := store.SettleEntryOf(row); ok {
+				settle = append(settle, e)
+			}
+			marks = append(marks, store.EntryKey{Username: row.Username, Kind: row.Kind, EntryID: row.EntryID})
+		}
+		if len(settle) > 0 {
+			if _, err := j.rdb.Settle(ctx, settle...); err != nil {
+				return err
+			}
+		}
+		if err := store.MarkSettled(ctx, j.db, marks...); err != nil {
+			return err
+		}
+		res.Settled += len(settle)
+		j.log.Warn("settled ledger entries left unsettled", "entries", len(settle))
+		if len(rows) < j.cfg.Batch {
+			return nil
 		}
 	}
-	if len(settle) > 0 {
-		_, err = j.rdb.Settle(ctx, settle...)
-	}
-	return err
 }
 
 // compare brings MySQL to each quiet user's Redis balance with an ADJUST row.
@@ -163,9 +208,11 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 			BalanceFen decimal.Decimal
 			LedgerSeq  uint64
 			Last       *time.Time
+			Unsettled  int
 		}
 		err = j.db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq,
-			(SELECT MAX(l.created_at) FROM agent_ledger l WHERE l.username = u.username) AS last
+			(SELECT MAX(l.created_at) FROM agent_ledger l WHERE l.username = u.username) AS last,
+			(SELECT COUNT(*) FROM agent_ledger l WHERE l.username = u.username AND l.settled_at IS NULL) AS unsettled
 			FROM user_account u WHERE u.username IN ?`, users).Scan(&rows).Error
 		if err != nil {
 			return fmt.Errorf("reconcile: read balances: %w", err)
@@ -176,7 +223,7 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 			switch {
 			case !h.Present:
 				continue
-			case h.Pending > 0, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
+			case h.Pending > 0, row.Unsettled > 0, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
 				res.Busy++
 				continue
 			case h.Balance.Equal(row.BalanceFen):

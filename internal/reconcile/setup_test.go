@@ -42,6 +42,10 @@ func (l directLedger) Do(ctx context.Context, d store.Debit) (store.DebitResult,
 	return res[0], nil
 }
 
+func (l directLedger) MarkSettled(ctx context.Context, entries ...store.EntryKey) error {
+	return store.MarkSettled(ctx, l.db, entries...)
+}
+
 func newMoney(t *testing.T) *money {
 	t.Helper()
 	db := storetest.MySQL(t)
