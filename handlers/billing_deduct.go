@@ -24,7 +24,7 @@ type Ledger interface {
 
 // BalanceSettler reflects committed ledger entries in the Redis balance.
 type BalanceSettler interface {
-	Settle(ctx context.Context, entries ...store.SettleEntry) ([]string, error)
+	Settle(ctx context.Context, entries ...store.SettleEntry) ([]store.SettleResult, error)
 	ClearPending(ctx context.Context, username, id string, deducted decimal.Decimal) error
 }
 
@@ -89,10 +89,14 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 	// Applied now, or applied before by a process that died before the Redis
 	// side: settle it (idempotent), then record that in MySQL. A failure is
 	// retried; the ledger row stays as it is.
-	_, err = h.balance.Settle(ctx, store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
+	settled, err := h.balance.Settle(ctx, store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
 		Amount: res.Amount, Seq: res.Seq, Deducted: deducted})
 	if err != nil {
 		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", id, err)
+	}
+	if settled[0].Uncovered.IsPositive() {
+		h.log.WarnContext(ctx, "deduction landed after a Redis loss on a balance already spent; the part it could not take is forgiven (balance-sync records an ADJUST)",
+			"user", m.Username, "deduction", id, "uncovered", settled[0].Uncovered)
 	}
 	if err := h.ledger.MarkSettled(ctx, store.EntryKey{Username: m.Username, Kind: store.LedgerDeduct, EntryID: id}); err != nil {
 		return fmt.Errorf("deduction %s settled, recording it: %w", id, err)

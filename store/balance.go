@@ -158,10 +158,21 @@ type SettleEntry struct {
 	Deducted decimal.Decimal // a deduction: what the hot balance took (the ledger's amount plus its shortfall); zero = Amount
 }
 
+// SettleResult is what settle.lua did with one entry.
+type SettleResult struct {
+	Outcome string // one of the Settle outcomes
+	// Uncovered is the part of a deduction applied now (SettleApplied) that
+	// the balance could not take: it stops at zero. After a Redis loss the
+	// restored balance does not know deductions still in flight; when the
+	// user spends it before they land, the difference is forgiven, and
+	// balance-sync records it as an ADJUST row.
+	Uncovered decimal.Decimal
+}
+
 // Settle runs settle.lua for each entry in one pipeline and returns each
 // outcome. It is idempotent per entry (a marker records it), so a retry after
 // a lost reply changes nothing.
-func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]string, error) {
+func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleResult, error) {
 	c := r.Client(keys.DBAgentBilling)
 	cmds := make([]*redis.Cmd, len(entries))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -187,7 +198,7 @@ func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]string, e
 	if err != nil {
 		return nil, fmt.Errorf("store: settle: %w", err)
 	}
-	out := make([]string, len(cmds))
+	out := make([]SettleResult, len(cmds))
 	for i, cmd := range cmds {
 		res, err := cmd.Text()
 		if err != nil {
@@ -196,7 +207,13 @@ func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]string, e
 		if res == "-2" {
 			return nil, fmt.Errorf("store: settle %s: malformed balance or amount", entries[i].EntryID)
 		}
-		out[i], _, _ = strings.Cut(res, "|")
+		parts := strings.Split(res, "|")
+		out[i].Outcome = parts[0]
+		if len(parts) == 3 {
+			if out[i].Uncovered, err = decimal.NewFromString(parts[2]); err != nil {
+				return nil, fmt.Errorf("store: settle %s: %q: %w", entries[i].EntryID, res, err)
+			}
+		}
 	}
 	return out, nil
 }

@@ -84,7 +84,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	if err != nil {
 		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
 	}
-	res.Settle = out[0]
+	res.Settle = out[0].Outcome
 	return res, MarkSettled(ctx, db, EntryKey{c.Username, LedgerRecharge, c.ID})
 }
 

@@ -175,7 +175,7 @@ func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
 		out, err := r.Settle(ctx, store.SettleEntry{Username: "dora", Kind: store.SettleDeduction, EntryID: id, Amount: res[0].Amount, Seq: res[0].Seq})
 		require.NoError(t, err)
 		want := map[string]string{"early": store.SettleApplied, "later": store.SettleCleared}[id]
-		require.Equal(t, want, out[0], id)
+		require.Equal(t, want, out[0].Outcome, id)
 	}
 	bal, err = r.Balance(ctx, "dora")
 	require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
 	require.NoError(t, err)
 	out, err := r.Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d", Amount: res[0].Amount, Seq: res[0].Seq})
 	require.NoError(t, err)
-	require.Equal(t, store.SettleLate, out[0])
+	require.Equal(t, store.SettleLate, out[0].Outcome)
 	// ...and writes Redis only now.
 	set, err := r.InitBalance(ctx, "eve", stale.BalanceFen, stale.LedgerSeq)
 	require.NoError(t, err)
@@ -215,4 +215,35 @@ func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
 	bal, err = r.Balance(ctx, "eve")
 	require.NoError(t, err)
 	require.Equal(t, "30.00000000", bal.StringFixed(8))
+}
+
+// A deduction that lands after a Redis loss on a restored balance the user
+// has already spent takes what is left, and Settle says what it could not.
+func TestSettleSaysWhatTheBalanceCouldNotTake(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "fay", "", dec("10"))
+	require.NoError(t, err)
+	_, err = store.EnsureBalance(ctx, db, r, "fay") // restored from MySQL, which has not seen "in-flight" yet
+	require.NoError(t, err)
+	_, err = r.DeductBalance(ctx, store.DeductRequest{Username: "fay", ID: "after", Amount: dec("8.5"), Now: time.Now()})
+	require.NoError(t, err)
+
+	res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "fay", ID: "in-flight", Amount: dec("4")}})
+	require.NoError(t, err)
+	out, err := r.Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
+	require.NoError(t, err)
+	require.Equal(t, store.SettleApplied, out[0].Outcome)
+	require.Equal(t, "2.50000000", out[0].Uncovered.StringFixed(8))
+	bal, err := r.Balance(ctx, "fay")
+	require.NoError(t, err)
+	require.Equal(t, "0.00000000", bal.StringFixed(8))
+
+	// Settled again (a redelivery): nothing more is applied or reported.
+	out, err = r.Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
+	require.NoError(t, err)
+	require.Equal(t, store.SettleSettled, out[0].Outcome)
+	require.True(t, out[0].Uncovered.IsZero())
 }

@@ -155,10 +155,26 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 	if len(settle) == 0 {
 		return nil
 	}
-	if _, err := j.rdb.Settle(ctx, settle...); err != nil {
+	if err := j.settle(ctx, settle); err != nil {
 		return err
 	}
 	return store.MarkSettled(ctx, j.db, marks...)
+}
+
+// settle reflects entries in the Redis balances, and says which deductions
+// the balance could not take in full (SettleResult.Uncovered).
+func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry) error {
+	out, err := j.rdb.Settle(ctx, entries...)
+	if err != nil {
+		return err
+	}
+	for i, r := range out {
+		if r.Uncovered.IsPositive() {
+			j.log.Warn("deduction settled after a Redis loss on a balance already spent; the part it could not take is forgiven",
+				"user", entries[i].Username, "deduction", entries[i].EntryID, "uncovered", r.Uncovered)
+		}
+	}
+	return nil
 }
 
 // settleLeftovers finishes the Redis side of ledger entries a crash or a
@@ -179,7 +195,7 @@ func (j *BalanceSync) settleLeftovers(ctx context.Context, res *BalanceResult) e
 			marks = append(marks, store.EntryKey{Username: row.Username, Kind: row.Kind, EntryID: row.EntryID})
 		}
 		if len(settle) > 0 {
-			if _, err := j.rdb.Settle(ctx, settle...); err != nil {
+			if err := j.settle(ctx, settle); err != nil {
 				return err
 			}
 		}

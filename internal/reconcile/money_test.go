@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -24,8 +25,9 @@ import (
 // at quiescence (queue drained, one reconcile) Redis = MySQL = the ledger's
 // sum for every user, every deduction reported to a client is in the ledger
 // once (taken + shortfall = reported) unless both its message and its
-// pending record were destroyed, and without a Redis loss there is no
-// correction and no shortfall at all.
+// pending record were destroyed, corrections stay within what retries and
+// deductions in flight across a Redis loss (and shortfalls) explain, and
+// without a Redis loss there is no correction and no shortfall at all.
 func TestMoneyInvariantsUnderFaults(t *testing.T) {
 	m := newMoney(t)
 	ctx := context.Background()
@@ -54,13 +56,22 @@ type machine struct {
 	gone      map[dkey]bool // message and pending record both destroyed
 	losses    int
 	next      int
-	mayAdjust map[string]bool // users with a retry taken again after a Redis loss
+	// allowance bounds the corrections a user may see: the amounts of
+	// retries taken again after a Redis loss, and what deductions in flight
+	// at one could not take from the balance they landed on.
+	allowance map[string]decimal.Decimal
+	inflight  map[dkey]bool // deductions in flight at a Redis loss, not yet settled
+	events    map[string][]string
+}
+
+func (sm *machine) note(user, format string, a ...any) {
+	sm.events[user] = append(sm.events[user], fmt.Sprintf(format, a...))
 }
 
 func newMachine(t *rapid.T, m *money, world int64) *machine {
 	sm := &machine{m: m, opening: map[string]decimal.Decimal{}, recharged: map[string]decimal.Decimal{},
 		reported: map[dkey][]decimal.Decimal{}, epoch: map[dkey]int{}, lost: map[dkey]bool{}, gone: map[dkey]bool{},
-		mayAdjust: map[string]bool{}}
+		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}}
 	for i := range 3 {
 		u := fmt.Sprintf("w%d-u%d", world, i)
 		open := decimal.New(int64(rapid.IntRange(0, 4000).Draw(t, "opening")), -2)
@@ -95,11 +106,13 @@ func (sm *machine) Deduct(t *rapid.T) {
 	tokens := rapid.IntRange(0, 40).Draw(t, "tokens")
 	c, err := sm.m.svc.Charge(context.Background(), billing.Request{ID: k.id, Username: k.user, Model: "m", Tokens: billing.Tokens{Input: int64(tokens)}})
 	if errors.Is(err, billing.ErrNoBalance) {
+		sm.note(k.user, "deduct %s refused", k.id)
 		return
 	}
 	if err != nil {
 		t.Fatalf("charge: %v", err)
 	}
+	sm.note(k.user, "deduct %s: %s (replayed %t, losses %d)", k.id, c.Deducted, c.Replayed, sm.losses)
 	if !c.Deducted.IsPositive() {
 		return
 	}
@@ -116,7 +129,7 @@ func (sm *machine) Deduct(t *rapid.T) {
 		// whichever message landed first; balance-sync brings MySQL to Redis.
 		sm.reported[k] = append(prev, c.Deducted)
 		sm.epoch[k] = sm.losses
-		sm.mayAdjust[k.user] = true
+		sm.allowance[k.user] = sm.allowance[k.user].Add(decimal.Max(c.Deducted, prev[0], prev[len(prev)-1]))
 	case ok:
 		t.Fatalf("request %v charged again: first %s, now %s (replayed %t)", k, prev[0], c.Deducted, c.Replayed)
 	case c.Replayed:
@@ -139,21 +152,49 @@ func (sm *machine) pick(t *rapid.T) (int, topology.AgentBillingDeduct) {
 
 func (sm *machine) drop(i int) { sm.queue = append(sm.queue[:i], sm.queue[i+1:]...) }
 
-// Deliver hands a message to the consumer, which acks it.
-func (sm *machine) Deliver(t *rapid.T) {
-	i, msg := sm.pick(t)
+// expose is called before a deduction in flight at a Redis loss may be
+// settled: what it can find uncovered is its amount beyond the balance it
+// lands on (none when the balance is missing: the initialisation reads
+// MySQL, which has it by then).
+func (sm *machine) expose(t *rapid.T, k dkey) {
+	if !sm.inflight[k] {
+		return
+	}
+	bal, err := sm.m.r.Balance(context.Background(), k.user)
+	if errors.Is(err, store.ErrBalanceMissing) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over := decimal.Max(sm.reported[k][0], sm.reported[k][1:]...).Sub(bal); over.IsPositive() {
+		sm.allowance[k.user] = sm.allowance[k.user].Add(over)
+	}
+}
+
+// handle hands a message to the consumer.
+func (sm *machine) handle(t *rapid.T, msg topology.AgentBillingDeduct) {
+	k := dkey{msg.Username, msg.DeductionID}
+	sm.expose(t, k)
 	if err := sm.m.consumer.Handle(context.Background(), msg); err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
+	delete(sm.inflight, k) // settled now, or before
+}
+
+// Deliver hands a message to the consumer, which acks it.
+func (sm *machine) Deliver(t *rapid.T) {
+	i, msg := sm.pick(t)
+	sm.handle(t, msg)
+	sm.note(msg.Username, "deliver %s", msg.DeductionID)
 	sm.drop(i)
 }
 
 // DeliverTwice is a redelivery: the consumer handles it, and it stays queued.
 func (sm *machine) DeliverTwice(t *rapid.T) {
 	_, msg := sm.pick(t)
-	if err := sm.m.consumer.Handle(context.Background(), msg); err != nil {
-		t.Fatalf("consumer: %v", err)
-	}
+	sm.handle(t, msg)
+	sm.note(msg.Username, "deliver twice %s", msg.DeductionID)
 }
 
 // Crash is a consumer killed between the MySQL commit and the ack: the
@@ -161,6 +202,7 @@ func (sm *machine) DeliverTwice(t *rapid.T) {
 func (sm *machine) Crash(t *rapid.T) {
 	_, msg := sm.pick(t)
 	amount, _ := msg.Amount()
+	sm.note(msg.Username, "crash after committing %s", msg.DeductionID)
 	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{{Username: msg.Username, ID: msg.DeductionID, Amount: amount, Source: "consumer"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +213,7 @@ func (sm *machine) Lose(t *rapid.T) {
 	i, msg := sm.pick(t)
 	k := dkey{msg.Username, msg.DeductionID}
 	sm.drop(i)
+	sm.note(k.user, "lose %s", k.id)
 	sm.lost[k] = true
 	if sm.losses > sm.epoch[k] && !sm.inLedger(t, k) {
 		sm.gone[k] = true // its pending record went with Redis
@@ -181,9 +224,18 @@ func (sm *machine) Lose(t *rapid.T) {
 func (sm *machine) RedisLoss(t *rapid.T) {
 	storetest.Wipe(t, sm.m.r)
 	sm.losses++
+	for _, u := range sm.users {
+		sm.note(u, "REDIS LOSS")
+	}
 	for k := range sm.reported {
-		if sm.lost[k] && !sm.inLedger(t, k) {
+		switch {
+		case sm.inLedger(t, k):
+		case sm.lost[k]:
 			sm.gone[k] = true
+		default:
+			// In flight: the restored balance does not know it, and what
+			// the user spends of it before the message lands is forgiven.
+			sm.inflight[k] = true
 		}
 	}
 }
@@ -197,12 +249,27 @@ func (sm *machine) Recharge(t *rapid.T) {
 		t.Fatal(err)
 	}
 	sm.recharged[u] = sm.recharged[u].Add(amount)
+	sm.note(u, "recharge c%d %s", sm.next, amount)
 }
 
-// Reconcile runs balance-sync.
+// Reconcile runs balance-sync, which settles what a crash left unsettled.
 func (sm *machine) Reconcile(t *rapid.T) {
-	if _, err := sm.m.sync.RunOnce(context.Background()); err != nil {
+	var committed []dkey
+	for k := range sm.inflight {
+		if sm.inLedger(t, k) {
+			sm.expose(t, k)
+			committed = append(committed, k)
+		}
+	}
+	res, err := sm.m.sync.RunOnce(context.Background())
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range committed {
+		delete(sm.inflight, k)
+	}
+	for _, u := range sm.users {
+		sm.note(u, "reconcile: %s", res)
 	}
 }
 
@@ -227,9 +294,7 @@ func (sm *machine) Check(t *rapid.T) {
 func (sm *machine) quiesce(t *rapid.T) {
 	ctx := context.Background()
 	for len(sm.queue) > 0 {
-		if err := sm.m.consumer.Handle(ctx, sm.queue[0]); err != nil {
-			t.Fatal(err)
-		}
+		sm.handle(t, sm.queue[0])
 		sm.drop(0)
 	}
 	sm.Reconcile(t)
@@ -241,12 +306,12 @@ func (sm *machine) quiesce(t *rapid.T) {
 		var row struct {
 			Balance   decimal.Decimal
 			Sum       decimal.Decimal
-			Adjust    decimal.Decimal
+			Adjust    decimal.Decimal // the sum of the corrections' sizes
 			Shortfall decimal.Decimal
 		}
 		if err := sm.m.db.Raw(`SELECT u.balance_fen AS balance,
 			COALESCE((SELECT SUM(amount_fen) FROM agent_ledger WHERE username = u.username), 0) AS sum,
-			COALESCE((SELECT SUM(amount_fen) FROM agent_ledger WHERE username = u.username AND kind = 'ADJUST'), 0) AS adjust,
+			COALESCE((SELECT SUM(ABS(amount_fen)) FROM agent_ledger WHERE username = u.username AND kind = 'ADJUST'), 0) AS adjust,
 			COALESCE((SELECT SUM(shortfall_fen) FROM agent_ledger WHERE username = u.username), 0) AS shortfall
 			FROM user_account u WHERE username = ?`, u).Scan(&row).Error; err != nil {
 			t.Fatal(err)
@@ -257,12 +322,21 @@ func (sm *machine) quiesce(t *rapid.T) {
 		if sm.losses == 0 && (!row.Adjust.IsZero() || !row.Shortfall.IsZero()) {
 			t.Fatalf("%s: adjustments %s and shortfall %s without any Redis loss", u, row.Adjust, row.Shortfall)
 		}
-		// A correction is legitimate only where Redis and the ledger saw
+		// Corrections are legitimate only where Redis and the ledger saw
 		// different amounts for one request (a retry taken again after a
-		// loss) or MySQL could not cover a deduction; anything else is money
-		// forgiven or charged twice.
-		if !row.Adjust.IsZero() && !sm.mayAdjust[u] && row.Shortfall.IsZero() {
-			t.Fatalf("%s: adjustment %s with no retry across a loss and no shortfall", u, row.Adjust)
+		// loss), where the restored balance was spent before a deduction in
+		// flight landed, or where MySQL could not cover a deduction; and
+		// never larger than those amounts. Anything else is money forgiven
+		// or charged twice.
+		if allowed := sm.allowance[u].Add(row.Shortfall); row.Adjust.GreaterThan(allowed) {
+			var entries []store.LedgerEntry
+			_ = sm.m.db.Where("username = ?", u).Order("seq").Find(&entries).Error
+			var lines []string
+			for _, e := range entries {
+				lines = append(lines, fmt.Sprintf("seq %d %s %s %s (source %s)", e.Seq, e.Kind, e.EntryID, e.AmountFen, e.Source))
+			}
+			t.Fatalf("%s: corrections of %s, at most %s explained by retries and deductions in flight across a loss and shortfalls; ledger:\n%s\nevents:\n%s",
+				u, row.Adjust, allowed, strings.Join(lines, "\n"), strings.Join(sm.events[u], "\n"))
 		}
 	}
 	for k, want := range sm.reported {

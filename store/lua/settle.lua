@@ -24,7 +24,11 @@
 -- ARGV[7] for a deduction: what the hot balance deducted (the marker's value)
 -- Returns "CLEARED" (pending entry removed), "SETTLED" (settled before),
 --         "LATE" (balance missing: kept for the initialisation),
---         "INCLUDED" (the initialisation read it), "APPLIED|balance", or "-2".
+--         "INCLUDED" (the initialisation read it), "APPLIED|balance|uncovered",
+--         or "-2". uncovered is the part of a deduction the balance could not
+--         take (it stops at zero): after a Redis loss the restored balance
+--         does not know deductions still in flight, and may be spent before
+--         they land.
 
 local function parse(s)
   if type(s) ~= 'string' then return nil end
@@ -67,6 +71,7 @@ local bw, bf = parse(bal)
 if bw == nil then
   return '-2'
 end
+local uw, uf = 0, 0
 if ARGV[1] == 'C' then
   bw, bf = bw + aw, bf + af
   if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
@@ -74,9 +79,11 @@ elseif bw > aw or (bw == aw and bf >= af) then
   bw, bf = bw - aw, bf - af
   if bf < 0 then bw, bf = bw - 1, bf + 100000000 end
 else
+  uw, uf = aw - bw, af - bf
+  if uf < 0 then uw, uf = uw - 1, uf + 100000000 end
   bw, bf = 0, 0
 end
 bal = string.format('%d.%08d', bw, bf)
 redis.call('SET', KEYS[1], bal)
 redis.call('SET', KEYS[5], 'applied', 'EX', ttl)
-return 'APPLIED|' .. bal
+return 'APPLIED|' .. bal .. '|' .. string.format('%d.%08d', uw, uf)
