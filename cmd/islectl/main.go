@@ -1,5 +1,5 @@
 // Command islectl is the operator's CLI: migrations, the wire contract on the
-// broker, and (in later issues) queues, dead messages, users and tokens.
+// broker, queue depths, dead messages, users, bans, tokens and pricing.
 //
 //	islectl migrate
 //	islectl topology show [-json]

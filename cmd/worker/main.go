@@ -1,7 +1,8 @@
-// Command worker runs Isle's consumers: one per domain of the wire contract,
-// and the DLQ consumers that persist dead messages (SPEC section 1).
+// Command worker runs Isle's consumers (SPEC section 1): the main consumer of
+// each domain whose handler this build has (agent billing and usage stats so
+// far), and every domain's DLQ consumer, which persists dead messages.
 //
-//	worker [-handlers all|dlq|email,agent-billing,email-dlq,...]
+//	worker [-handlers all|dlq|agent-billing,agent-usage-stats,email-dlq,...]
 //
 // Operators scale each kind on its own by running workers with different
 // -handlers; per-domain concurrency and prefetch come from the environment.
