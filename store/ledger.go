@@ -34,7 +34,6 @@ type Debit struct {
 // DebitResult says what ApplyDebits did with one debit.
 type DebitResult struct {
 	Applied   bool            // this call wrote the ledger row; false: it was there already
-	LedgerID  uint64          // the ledger row's id
 	Seq       uint64          // the row's per-user sequence
 	Settled   bool            // the row's Redis side is done (settled_at is set)
 	Amount    decimal.Decimal // taken from MySQL (positive): Debit.Amount minus the shortfall
@@ -90,7 +89,7 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		case len(d.ID) > 128 || len(d.Username) > 64:
 			results[i].Err = fmt.Errorf("debit %q of %q: id over 128 or username over 64 bytes", d.ID, d.Username)
 		case found:
-			results[i] = DebitResult{LedgerID: e.ID, Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil}
+			results[i] = DebitResult{Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil}
 		default:
 			took := decimal.Min(d.Amount, bal.Balance)
 			bal.Balance, bal.Seq = bal.Balance.Sub(took), bal.Seq+1
@@ -102,15 +101,6 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 	if len(rows) > 0 {
 		if err := tx.Omit("id", "created_at").Create(&rows).Error; err != nil {
 			return nil, err
-		}
-		ids, err := lockEntries(tx, LedgerDeduct, debits)
-		if err != nil {
-			return nil, err
-		}
-		for i, d := range debits {
-			if results[i].Applied {
-				results[i].LedgerID = ids[[2]string{d.Username, d.ID}].ID
-			}
 		}
 	}
 	for i, j := range dupOf {
@@ -189,10 +179,11 @@ func lockBalances(tx *gorm.DB, usernames []string) (map[string]account, error) {
 func lockEntries(tx *gorm.DB, kind string, debits []Debit) (map[[2]string]LedgerEntry, error) {
 	keys := make([][]any, 0, len(debits))
 	for _, d := range debits {
-		keys = append(keys, []any{d.Username, d.ID})
+		keys = append(keys, []any{d.Username, kind, d.ID})
 	}
+	where, args := entryKeysIn(keys)
 	var rows []LedgerEntry
-	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("kind = ? AND (username, entry_id) IN ?", kind, keys).Find(&rows).Error
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where(where, args...).Find(&rows).Error
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +219,13 @@ type EntryKey struct {
 
 // MarkSettled records that the Redis balance reflects the entries.
 func MarkSettled(ctx context.Context, db *gorm.DB, entries ...EntryKey) error {
+	if err := markSettled(db.WithContext(ctx), entries); err != nil {
+		return fmt.Errorf("store: mark %d ledger entries settled: %w", len(entries), err)
+	}
+	return nil
+}
+
+func markSettled(tx *gorm.DB, entries []EntryKey) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -235,12 +233,32 @@ func MarkSettled(ctx context.Context, db *gorm.DB, entries ...EntryKey) error {
 	for i, e := range entries {
 		keys[i] = []any{e.Username, e.Kind, e.EntryID}
 	}
-	err := db.WithContext(ctx).Model(&LedgerEntry{}).Where("(username, kind, entry_id) IN ? AND settled_at IS NULL", keys).
-		Update("settled_at", time.Now().UTC()).Error
-	if err != nil {
-		return fmt.Errorf("store: mark %d ledger entries settled: %w", len(entries), err)
+	// The condition names the entries' unique key only: "settled_at IS NULL"
+	// there would let the optimiser range over the unsettled index and lock
+	// every unsettled row, new ones included.
+	where, args := entryKeysIn(keys)
+	return tx.Model(&LedgerEntry{}).Where(where, args...).
+		Update("settled_at", gorm.Expr("COALESCE(settled_at, ?)", time.Now().UTC())).Error
+}
+
+// entryKeysIn is the condition "the row's (username, kind, entry_id) is one
+// of keys", written as equalities joined by OR. MariaDB 10.11 plans the
+// row-constructor form "(username, kind, entry_id) IN ((?, ?, ?))" in an
+// UPDATE as a scan of the whole table (measured: 40,200 rows examined to
+// mark one), while the equalities are looked up in the unique key.
+func entryKeysIn(keys [][]any) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(keys))
+	b.WriteByte('(')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(username = ? AND kind = ? AND entry_id = ?)")
+		args = append(args, k...)
 	}
-	return nil
+	b.WriteByte(')')
+	return b.String(), args
 }
 
 // Unsettled lists up to limit ledger entries whose Redis side is not done,

@@ -49,7 +49,7 @@ func TestApplyDebitsOnceEach(t *testing.T) {
 	require.True(t, res[0].Applied)
 	require.True(t, res[1].Applied)
 	require.False(t, res[2].Applied)
-	require.Equal(t, res[0].LedgerID, res[2].LedgerID)
+	require.Equal(t, res[0].Seq, res[2].Seq)
 	require.ErrorIs(t, res[3].Err, store.ErrUnknownUser)
 	require.True(t, res[4].Applied)
 	require.Equal(t, "0.75000000", res[4].Amount.StringFixed(8), "capped at what MySQL has")
@@ -246,4 +246,53 @@ func TestSettleSaysWhatTheBalanceCouldNotTake(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.SettleSettled, out[0].Outcome)
 	require.True(t, out[0].Uncovered.IsZero())
+}
+
+// Marking entries settled and the deduction path's locking read look their
+// rows up in the unique key, however long the ledger: MariaDB plans a
+// one-element row-constructor IN in an UPDATE as a scan of the whole table.
+func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "gil", "", dec("1000000"))
+	require.NoError(t, err)
+	debits := make([]store.Debit, 3000)
+	for i := range debits {
+		debits[i] = store.Debit{Username: "gil", ID: fmt.Sprintf("d%d", i), Amount: dec("0.01")}
+	}
+	_, err = store.ApplyDebits(ctx, db, debits)
+	require.NoError(t, err)
+
+	// rowsRead is how many index and table rows fn read, on one connection.
+	rowsRead := func(fn func(conn *gorm.DB)) int64 {
+		var n int64
+		require.NoError(t, db.Connection(func(conn *gorm.DB) error {
+			read := func() int64 {
+				var sum int64
+				require.NoError(t, conn.Raw("SELECT SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME IN ('HANDLER_READ_NEXT', 'HANDLER_READ_RND_NEXT', 'HANDLER_READ_FIRST')").Scan(&sum).Error)
+				return sum
+			}
+			before := read()
+			fn(conn)
+			n = read() - before
+			return nil
+		}))
+		return n
+	}
+	overhead := rowsRead(func(*gorm.DB) {})
+
+	marked := rowsRead(func(conn *gorm.DB) {
+		require.NoError(t, store.MarkSettled(ctx, conn, store.EntryKey{Username: "gil", Kind: store.LedgerDeduct, EntryID: "d1500"}))
+	}) - overhead
+	require.Less(t, marked, int64(100), "marking one entry settled read %d rows of 3,000", marked)
+	var settled int64
+	require.NoError(t, db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE kind = 'DEDUCT' AND settled_at IS NOT NULL").Scan(&settled).Error)
+	require.EqualValues(t, 1, settled)
+
+	applied := rowsRead(func(conn *gorm.DB) {
+		_, err := store.ApplyDebits(ctx, conn, []store.Debit{{Username: "gil", ID: "d7", Amount: dec("0.01")}, {Username: "gil", ID: "new", Amount: dec("0.01")}})
+		require.NoError(t, err)
+	}) - overhead
+	require.Less(t, applied, int64(100), "a deduction read %d rows of 3,000", applied)
 }
