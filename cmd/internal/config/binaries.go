@@ -120,8 +120,12 @@ func loadWorker(l *loader) WorkerSection {
 	for _, d := range topology.DomainNames() {
 		w.Concurrency[d] = def
 	}
-	for _, item := range l.List("WORKER_CONCURRENCY_BY_DOMAIN", nil,
-		"Per-domain overrides of WORKER_CONCURRENCY, comma-separated domain=N (e.g. agent-billing=32,email=2).") {
+	// The group-committing consumers share MySQL transactions among their
+	// handlers in flight: measured here (e2e TestDeductConsumerThroughput),
+	// deductions drain 4.5x faster with 16 handlers than with one, 6.5x
+	// with 32, 7.8x with 64, and little more beyond.
+	for _, item := range l.List("WORKER_CONCURRENCY_BY_DOMAIN", []string{"agent-billing=64", "agent-usage-stats=32"},
+		"Per-domain overrides of WORKER_CONCURRENCY, comma-separated domain=N (setting it replaces the default list). The default gives the consumers that group MySQL writes into shared transactions enough handlers to fill them.") {
 		name, val, ok := cutEq(item)
 		n, err := strconv.Atoi(val)
 		if _, known := w.Concurrency[name]; !ok || !known || err != nil || n < 1 || n > 256 {
