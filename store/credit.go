@@ -147,7 +147,7 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 		}
 		return tx.Select("entry_id", "amount_fen", "shortfall_fen").
 			Where("username = ? AND kind = ? AND created_at > ?", username, LedgerDeduct, time.Now().Add(-RestoreWindow).UTC()).
-			Order("id DESC").Limit(RestoreMax).Find(&recent).Error
+			Order("created_at DESC").Limit(RestoreMax).Find(&recent).Error // the newest, read backwards in (username, created_at)
 	}, &sql.TxOptions{ReadOnly: true})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return false, fmt.Errorf("%w: %s", ErrUnknownUser, username)

@@ -227,8 +227,8 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 			Unsettled  int
 		}
 		err = j.db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq,
-			(SELECT MAX(l.created_at) FROM agent_ledger l WHERE l.username = u.username) AS last,
-			(SELECT COUNT(*) FROM agent_ledger l WHERE l.username = u.username AND l.settled_at IS NULL) AS unsettled
+			(SELECT l.created_at FROM agent_ledger l WHERE l.username = u.username ORDER BY l.created_at DESC LIMIT 1) AS last,
+			EXISTS (SELECT 1 FROM agent_ledger l WHERE l.username = u.username AND l.settled_at IS NULL) AS unsettled
 			FROM user_account u WHERE u.username IN ?`, users).Scan(&rows).Error
 		if err != nil {
 			return fmt.Errorf("reconcile: read balances: %w", err)
