@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +83,7 @@ func template(t testing.TB) string {
 		t.Fatalf("storetest: template lock: %v", err)
 	}
 	defer conn.ExecContext(ctx, "SELECT RELEASE_LOCK('isle.storetest.template')")
+	sweepOnce.Do(func() { sweep(ctx, conn, name) })
 	var n int
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -101,6 +104,42 @@ func template(t testing.TB) string {
 		t.Fatalf("storetest: migrate template: %v", err)
 	}
 	return name
+}
+
+var sweepOnce sync.Once
+
+// Leftovers older than these are dropped: a killed test run cannot drop its
+// databases, and each schema version leaves a template.
+const (
+	sweepTestAge     = 3 * time.Hour
+	sweepTemplateAge = 24 * time.Hour
+)
+
+// sweep drops the test databases of killed runs and the templates of other
+// schema versions, once they are old enough not to belong to a run still
+// going (of this checkout or another).
+func sweep(ctx context.Context, conn *sql.Conn, current string) {
+	rows, err := conn.QueryContext(ctx, `SELECT table_schema, TIMESTAMPDIFF(SECOND, MIN(create_time), NOW()) FROM information_schema.tables
+		WHERE table_schema LIKE 'isle\_t\_%' OR table_schema LIKE 'isle\_tpl\_%' GROUP BY table_schema`)
+	if err != nil {
+		return // best effort
+	}
+	var old []string
+	for rows.Next() {
+		var name string
+		var seconds sql.NullInt64
+		if rows.Scan(&name, &seconds) != nil || !seconds.Valid || name == current {
+			continue
+		}
+		age := time.Duration(seconds.Int64) * time.Second
+		if strings.HasPrefix(name, "isle_tpl_") && age > sweepTemplateAge || strings.HasPrefix(name, "isle_t_") && age > sweepTestAge {
+			old = append(old, name)
+		}
+	}
+	rows.Close()
+	for _, name := range old {
+		_, _ = conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
+	}
 }
 
 func migrationsHash(t testing.TB) string {
