@@ -193,6 +193,7 @@ func TestBillingEndToEnd(t *testing.T) {
 	var ledgerTotal decimal.Decimal
 	require.NoError(t, f.db.Raw("SELECT -SUM(amount_fen) FROM agent_ledger WHERE kind = 'DEDUCT'").Scan(&ledgerTotal).Error)
 	require.True(t, ledgerTotal.Equal(total), "Σ ledger deductions %s, Σ deductedFen %s", ledgerTotal, total)
+	t.Logf("Σ deductedFen told to clients %s = Σ ledger deductions %s, over %d users; Redis = MySQL for each", total, ledgerTotal, len(deducted))
 	var shortfall decimal.Decimal
 	require.NoError(t, f.db.Raw("SELECT COALESCE(SUM(shortfall_fen), 0) FROM agent_ledger").Scan(&shortfall).Error)
 	require.True(t, shortfall.IsZero())
