@@ -61,13 +61,19 @@ func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Prici
 		}
 	}
 	var row ModelPricing
-	err := db.WithContext(ctx).Where("model_name = ? AND enabled = 1", model).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		_ = cacheFillScript.Run(ctx, c, []string{key}, missingPricing, 0, missingPricingTTL.Milliseconds()).Err()
-		return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
-	}
-	if err != nil {
+	err := db.WithContext(ctx).Where("model_name = ?", model).Take(&row).Error
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		return Pricing{}, fmt.Errorf("store: pricing of %s: %w", model, err)
+	}
+	if err != nil || !row.Enabled {
+		// A disabled row is cached as missing at its own version, so the
+		// fence its change left does not refuse the fill.
+		var version int64
+		if err == nil {
+			version = row.UpdatedAt.UnixMicro()
+		}
+		_ = cacheFillScript.Run(ctx, c, []string{key}, missingPricing, version, missingPricingTTL.Milliseconds()).Err()
+		return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
 	}
 	p := Pricing{Model: row.ModelName, Input: row.InputFenPerMTok, CachedInput: row.CachedInputFenPerMTok,
 		Output: row.OutputFenPerMTok, Reasoning: row.ReasoningFenPerMTok, Enabled: row.Enabled}

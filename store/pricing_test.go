@@ -1,0 +1,33 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// A disabled model is cached as missing like an unknown one, despite the
+// fence its change left, so its requests do not all go to MySQL.
+func TestDisabledPricingIsCachedAsMissing(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	key := r.Keys().AgentPricing("old")
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("1"), Enabled: true}))
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("1"), Enabled: false}))
+	require.Contains(t, r.Client(keys.DBAgentPricing).Get(ctx, key).Val(), "__STALE__|", "fenced by the change")
+
+	_, err := store.GetPricing(ctx, db, r, "old")
+	require.ErrorIs(t, err, store.ErrUnknownModel)
+	require.Equal(t, "__NONE__", r.Client(keys.DBAgentPricing).Get(ctx, key).Val())
+
+	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("3"), Enabled: true}))
+	p, err := store.GetPricing(ctx, db, r, "old")
+	require.NoError(t, err)
+	require.Equal(t, "3", p.Input.String(), "enabled again")
+}
