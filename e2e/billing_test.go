@@ -96,12 +96,7 @@ func (f *billingFleet) usage(t *testing.T, client *http.Client, user, id string,
 func (f *billingFleet) depth(t *testing.T, domain string) int {
 	t.Helper()
 	d, _ := f.tp.Domain(domain)
-	ch, err := f.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(d.Queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	return q.Messages
+	return storetest.QueueDepth(t, f.conn, d.Queue)
 }
 
 // reconcileOnce runs `reconcile -once JOB` and returns its standard output.

@@ -98,12 +98,7 @@ func (f *deadFleet) rows(t *testing.T) int {
 
 func (f *deadFleet) depth(t *testing.T) int {
 	t.Helper()
-	ch, err := f.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(f.email.DLQ, true, false, false, false, nil)
-	require.NoError(t, err)
-	return q.Messages
+	return storetest.QueueDepth(t, f.conn, f.email.DLQ)
 }
 
 // waitInsertBlocked waits until MySQL shows the worker's insert waiting for the lock.
@@ -264,9 +259,7 @@ func TestDLQReplay(t *testing.T) {
 	require.NotContains(t, d.Headers, f.email.RetryHeader, "the retry count is reset")
 	require.EqualValues(t, 1, d.Headers["x-replay-count"])
 	require.True(t, strings.Contains(string(d.Body), "u0@example.com"))
-	q, err := ch.QueueDeclarePassive(f.email.Queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	require.Zero(t, q.Messages, "published once")
+	require.Zero(t, storetest.QueueDepth(t, f.conn, f.email.Queue), "published once")
 
 	out, code = islectl(t, f.env, "dlq", "replay", "email/1", "-force")
 	require.Zero(t, code, out)

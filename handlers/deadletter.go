@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -48,18 +48,19 @@ func NewDeadLetters(db *gorm.DB, domain topology.Domain, log *slog.Logger) *Dead
 // Handle stores one dead message.
 func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 	replay := messaging.ParseRetry(d.Headers[messaging.HeaderReplay])
+	obj := jsonObject(d.Body)
 	dl := &store.DeadLetter{
 		DedupKey:    store.DeadLetterKey(d.Queue, d.MessageID, replay, d.Body),
 		Queue:       d.Queue,
 		RoutingKey:  d.RoutingKey,
 		MessageType: d.TypeID,
-		MessageID:   clip(d.MessageID, 128),
-		TraceID:     clip(d.TraceID, 128),
-		Subject:     clip(subject(d.Body, subjectField[h.domain.Name]), 255),
+		MessageID:   messaging.Clip(d.MessageID, 128),
+		TraceID:     messaging.Clip(d.TraceID, 128),
+		Subject:     messaging.Clip(subject(obj, subjectField[h.domain.Name]), 255),
 		Body:        d.Body,
 		Headers:     cmp.Or(d.HeadersJSON, "{}"),
 		RetryCount:  d.Retry,
-		LastError:   lastError(d),
+		LastError:   lastError(d.Headers[messaging.HeaderLastError], obj),
 		DeadAt:      h.now().UTC(),
 	}
 	saved, err := store.SaveDeadLetter(ctx, h.db, h.domain.DLQTable, dl)
@@ -75,17 +76,22 @@ func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 	return nil
 }
 
+// jsonObject decodes a body once for the fields Handle reads; a body that is
+// not a JSON object yields nil, in which every field is absent.
+func jsonObject(body []byte) map[string]json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	return obj
+}
+
 // lastError is the reason the message died: the header the retry flow sets,
-// or the body's lastError field (a Spring producer's own DLQ copy).
-func lastError(d messaging.Delivery) *string {
-	s := d.Headers[messaging.HeaderLastError]
+// or else the body's lastError field (a Spring producer's own DLQ copy).
+func lastError(header string, body map[string]json.RawMessage) *string {
+	s := header
 	if s == "" {
-		var body struct {
-			LastError string `json:"lastError"`
-		}
-		if json.Unmarshal(d.Body, &body) == nil {
-			s = body.LastError
-		}
+		s = stringField(body, lastErrorField(body))
 	}
 	if s == "" {
 		return nil
@@ -93,17 +99,36 @@ func lastError(d messaging.Delivery) *string {
 	return &s
 }
 
-// subject reads one field of a JSON object body as text ("" if absent).
-func subject(body []byte, field string) string {
-	if field == "" {
-		return ""
+// lastErrorField names the body's lastError member, matched as encoding/json
+// matches a struct field (exactly, else ignoring case), so that a producer
+// spelling it LastError is still read.
+func lastErrorField(body map[string]json.RawMessage) string {
+	const name = "lastError"
+	if _, ok := body[name]; ok {
+		return name
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
-		return ""
+	for k := range body {
+		if strings.EqualFold(k, name) {
+			return k
+		}
 	}
+	return name
+}
+
+// stringField reads a JSON string member ("" if absent, null or not a string).
+func stringField(obj map[string]json.RawMessage, field string) string {
+	var s string
+	if raw, ok := obj[field]; ok {
+		_ = json.Unmarshal(raw, &s)
+	}
+	return s
+}
+
+// subject reads one field of a JSON object body as text: a string as is,
+// any other value as its JSON ("" if absent).
+func subject(obj map[string]json.RawMessage, field string) string {
 	raw, ok := obj[field]
-	if !ok {
+	if field == "" || !ok {
 		return ""
 	}
 	var s string
@@ -111,16 +136,4 @@ func subject(body []byte, field string) string {
 		return s
 	}
 	return string(raw)
-}
-
-// clip shortens s to at most n bytes without splitting a UTF-8 sequence.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

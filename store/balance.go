@@ -174,6 +174,23 @@ type SettleResult struct {
 // a lost reply changes nothing.
 func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleResult, error) {
 	c := r.Client(keys.DBAgentBilling)
+	cmds, err := r.settlePipeline(ctx, c, entries)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server lost its script cache: load it and go again, once, so
+		// a server that keeps losing it cannot keep us here.
+		if lerr := settleScript.Load(ctx, c).Err(); lerr != nil {
+			return nil, fmt.Errorf("store: settle: %w", lerr)
+		}
+		cmds, err = r.settlePipeline(ctx, c, entries)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: settle: %w", err)
+	}
+	return settleResults(entries, cmds)
+}
+
+// settlePipeline sends one EVALSHA of settle.lua per entry, in one pipeline.
+func (r *Redis) settlePipeline(ctx context.Context, c *redis.Client, entries []SettleEntry) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(entries))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, e := range entries {
@@ -188,16 +205,12 @@ func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleRes
 		}
 		return nil
 	})
-	if err != nil && isNoScript(err) {
-		// The server lost its script cache: load it once and go again.
-		if lerr := settleScript.Load(ctx, c).Err(); lerr != nil {
-			return nil, fmt.Errorf("store: settle: %w", lerr)
-		}
-		return r.Settle(ctx, entries...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: settle: %w", err)
-	}
+	return cmds, err
+}
+
+// settleResults reads settle.lua's answers ("OUTCOME", or
+// "APPLIED|balance|uncovered"; "-2" for a malformed balance or amount).
+func settleResults(entries []SettleEntry, cmds []*redis.Cmd) ([]SettleResult, error) {
 	out := make([]SettleResult, len(cmds))
 	for i, cmd := range cmds {
 		res, err := cmd.Text()
@@ -217,8 +230,6 @@ func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleRes
 	}
 	return out, nil
 }
-
-func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // PendingDeduction is one entry of a user's pending hash.
 type PendingDeduction struct {
@@ -248,6 +259,12 @@ func (r *Redis) PendingDeductions(ctx context.Context, username string) ([]Pendi
 	if err != nil {
 		return nil, fmt.Errorf("store: pending deductions of %s: %w", username, err)
 	}
+	return parsePending(username, m)
+}
+
+// parsePending reads a user's pending hash: deduction id -> "amount|ms",
+// as deduct.lua writes it.
+func parsePending(username string, m map[string]string) ([]PendingDeduction, error) {
 	out := make([]PendingDeduction, 0, len(m))
 	for id, v := range m {
 		amount, at, ok := strings.Cut(v, "|")

@@ -53,14 +53,12 @@ func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]Pen
 	}
 	out := make(map[string][]PendingDeduction, len(users))
 	for i, u := range users {
-		for id, v := range cmds[i].Val() {
-			amount, at, ok := strings.Cut(v, "|")
-			d, err := decimal.NewFromString(amount)
-			ms, err2 := strconv.ParseInt(at, 10, 64)
-			if !ok || err != nil || err2 != nil {
-				return nil, fmt.Errorf("store: pending deduction %s of %s: malformed entry %q", id, u, v)
-			}
-			out[u] = append(out[u], PendingDeduction{ID: id, Deducted: d, At: time.UnixMilli(ms)})
+		pending, err := parsePending(u, cmds[i].Val())
+		if err != nil {
+			return nil, err
+		}
+		if len(pending) > 0 { // a user without pending deductions has no entry
+			out[u] = pending
 		}
 	}
 	return out, nil
@@ -104,36 +102,92 @@ func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]Hot
 // CleanLate removes, for users whose balance is missing, the late entries
 // older than age: any later initialisation reads a MySQL that has them.
 // A balance that exists keeps its late hash (its initialisation consumed
-// what it needed). It returns how many entries it removed.
+// what it needed). It returns how many entries it removed. It reads all
+// users in one pipeline and removes in a second, so a batch costs two round
+// trips whatever its size.
 func (r *Redis) CleanLate(ctx context.Context, users []string, age time.Duration, now time.Time) (int, error) {
 	c := r.Client(keys.DBAgentBilling)
-	removed := 0
-	for _, u := range users {
-		n, err := c.Exists(ctx, r.keys.AgentBalance(u)).Result()
-		if err != nil || n == 1 {
-			if err != nil {
-				return removed, fmt.Errorf("store: clean late entries of %s: %w", u, err)
-			}
+	old, err := r.oldLateEntries(ctx, c, users, age, now)
+	if err != nil || len(old) == 0 {
+		return 0, err
+	}
+	return r.dropLateEntries(ctx, c, old)
+}
+
+// lateFields are the fields of one user's late hash to remove.
+type lateFields struct {
+	user   string
+	fields []string
+}
+
+// oldLateEntries returns, in the order of users, the late entries older than
+// age of the users whose balance is missing.
+func (r *Redis) oldLateEntries(ctx context.Context, c *redis.Client, users []string, age time.Duration, now time.Time) ([]lateFields, error) {
+	exists := make([]*redis.IntCmd, len(users))
+	late := make([]*redis.MapStringStringCmd, len(users))
+	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			exists[i] = p.Exists(ctx, r.keys.AgentBalance(u))
+			late[i] = p.HGetAll(ctx, r.keys.AgentBalanceLate(u))
+		}
+		return nil
+	})
+	var old []lateFields
+	for i, u := range users {
+		// Each command carries its own error, so the message can name its user.
+		if err := exists[i].Err(); err != nil {
+			return nil, fmt.Errorf("store: clean late entries of %s: %w", u, err)
+		}
+		if err := late[i].Err(); err != nil {
+			return nil, fmt.Errorf("store: clean late entries of %s: %w", u, err)
+		}
+		if exists[i].Val() == 1 {
 			continue
 		}
-		entries, err := c.HGetAll(ctx, r.keys.AgentBalanceLate(u)).Result()
-		if err != nil {
-			return removed, fmt.Errorf("store: clean late entries of %s: %w", u, err)
+		if fields := olderThan(late[i].Val(), age, now); len(fields) > 0 {
+			old = append(old, lateFields{user: u, fields: fields})
 		}
-		var old []string
-		for field, v := range entries {
-			parts := strings.Split(v, "|")
-			ms, err := strconv.ParseInt(parts[len(parts)-1], 10, 64)
-			if err != nil || now.Sub(time.UnixMilli(ms)) > age {
-				old = append(old, field)
-			}
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("store: clean late entries: %w", perr)
+	}
+	return old, nil
+}
+
+// olderThan returns the fields of a late hash whose entry ("...|ms") was
+// written more than age before now. An entry whose time does not parse is
+// old too: nothing would ever remove it otherwise.
+func olderThan(entries map[string]string, age time.Duration, now time.Time) []string {
+	var old []string
+	for field, v := range entries {
+		parts := strings.Split(v, "|")
+		ms, err := strconv.ParseInt(parts[len(parts)-1], 10, 64)
+		if err != nil || now.Sub(time.UnixMilli(ms)) > age {
+			old = append(old, field)
 		}
-		if len(old) > 0 {
-			if err := c.HDel(ctx, r.keys.AgentBalanceLate(u), old...).Err(); err != nil {
-				return removed, fmt.Errorf("store: clean late entries of %s: %w", u, err)
-			}
-			removed += len(old)
+	}
+	return old
+}
+
+// dropLateEntries removes the fields in one pipeline and returns how many
+// it removed: those of the users before the first that failed.
+func (r *Redis) dropLateEntries(ctx context.Context, c *redis.Client, old []lateFields) (int, error) {
+	cmds := make([]*redis.IntCmd, len(old))
+	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, o := range old {
+			cmds[i] = p.HDel(ctx, r.keys.AgentBalanceLate(o.user), o.fields...)
 		}
+		return nil
+	})
+	removed := 0
+	for i, o := range old {
+		if err := cmds[i].Err(); err != nil {
+			return removed, fmt.Errorf("store: clean late entries of %s: %w", o.user, err)
+		}
+		removed += len(o.fields)
+	}
+	if perr != nil {
+		return removed, fmt.Errorf("store: clean late entries: %w", perr)
 	}
 	return removed, nil
 }

@@ -45,7 +45,7 @@ func javaHashCode(s string) int32 {
 // settles the rest (so there are no false positives).
 func (r *Redis) IsBanned(ctx context.Context, username string) (bool, error) {
 	c := r.Client(keys.DBUserBan)
-	args := make([]any, 0, 2*keys.BanBloomHashes)
+	args := make([]any, 0, 3*keys.BanBloomHashes) // GET, type, offset per hash
 	for _, p := range bloomPositions(username) {
 		args = append(args, "GET", "u1", p)
 	}

@@ -91,37 +91,33 @@ func (b *Batcher[Q, R]) loop() {
 			b.drain()
 			return
 		}
-	more:
-		for len(batch) < b.max {
-			select {
-			case c := <-b.in:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
-		b.run(batch)
+		b.run(b.fill(batch))
 	}
 }
 
 // drain runs what was queued before Close.
 func (b *Batcher[Q, R]) drain() {
 	for {
-		batch := make([]call[Q, R], 0, b.max)
-	fill:
-		for len(batch) < b.max {
-			select {
-			case c := <-b.in:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
-		}
+		batch := b.fill(make([]call[Q, R], 0, b.max))
 		if len(batch) == 0 {
 			return
 		}
 		b.run(batch)
 	}
+}
+
+// fill adds the calls already queued to batch, up to max, without waiting
+// for more: a batch goes as soon as the queue is empty.
+func (b *Batcher[Q, R]) fill(batch []call[Q, R]) []call[Q, R] {
+	for len(batch) < b.max {
+		select {
+		case c := <-b.in:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (b *Batcher[Q, R]) run(batch []call[Q, R]) {

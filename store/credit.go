@@ -10,7 +10,6 @@ import (
 	"github.com/eisland/isle/store/keys"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // ErrChanged is returned by Adjust when the account moved since it was read.
@@ -52,15 +51,13 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrUnknownUser, c.Username)
 		}
-		var existing LedgerEntry
-		err = tx.Clauses(clause.Locking{Strength: "UPDATE"}).
-			Where("username = ? AND kind = ? AND entry_id = ?", c.Username, LedgerRecharge, c.ID).Take(&existing).Error
-		switch {
-		case err == nil:
-			res = CreditResult{Seq: existing.Seq, Settled: existing.SettledAt != nil}
-			return nil
-		case !errors.Is(err, gorm.ErrRecordNotFound):
+		existing, err := lockEntryKeys(tx, []EntryKey{{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID}})
+		if err != nil {
 			return err
+		}
+		if len(existing) == 1 {
+			res = CreditResult{Seq: existing[0].Seq, Settled: existing[0].SettledAt != nil}
+			return nil
 		}
 		acct.Balance, acct.Seq = acct.Balance.Add(c.Amount), acct.Seq+1
 		row := LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
@@ -157,7 +154,7 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 	}
 	markers := make([]RecentDeduction, len(recent))
 	for i, e := range recent {
-		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.AmountFen.Neg().Add(e.ShortfallFen)}
+		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.Deducted()}
 	}
 	return r.InitBalance(ctx, username, u.BalanceFen, u.LedgerSeq, markers...)
 }

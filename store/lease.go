@@ -9,13 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// renewScript extends a lease only for its holder.
-var renewScript = redis.NewScript(`-- KEYS[1] lease, ARGV[1] holder, ARGV[2] ttl ms; returns 1 renewed, 0 not held
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0`)
-
 // Lease is a Redis key held by one owner for a TTL that the owner renews:
 // the reconciler's leader election and its per-job locks (seed 001: a
 // persistent key). Like any Redis lock it is a coordination device, not a
@@ -63,13 +56,4 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("store: release lease %s: %w", l.key, err)
 	}
 	return nil
-}
-
-// Holder returns who holds the lease now ("" when free).
-func (l *Lease) Holder(ctx context.Context) (string, error) {
-	v, err := l.c.Get(ctx, l.key).Result()
-	if err == redis.Nil {
-		return "", nil
-	}
-	return v, err
 }

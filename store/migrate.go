@@ -32,11 +32,7 @@ func provider(db *gorm.DB) (*goose.Provider, *sql.DB, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sub, err := fs.Sub(migrationsFS, "migrations")
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := goose.NewProvider(goose.DialectMySQL, sqlDB, sub, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectMySQL, sqlDB, MigrationsFS(), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: migrations: %w", err)
 	}
@@ -58,10 +54,10 @@ func Migrate(ctx context.Context, db *gorm.DB) ([]Migration, error) {
 		return nil, fmt.Errorf("store: migrate: %w", err)
 	}
 	defer conn.Close()
-	if err := (getLock{}).SessionLock(ctx, conn); err != nil {
+	if err := lockMigrations(ctx, conn); err != nil {
 		return nil, err
 	}
-	defer (getLock{}).SessionUnlock(context.WithoutCancel(ctx), conn)
+	defer unlockMigrations(context.WithoutCancel(ctx), conn)
 	results, err := p.Up(ctx)
 	var applied []Migration
 	for _, r := range results {
@@ -102,10 +98,9 @@ func CheckSchema(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// getLock is MySQL's GET_LOCK on one connection, released with it.
-type getLock struct{}
-
-func (getLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+// lockMigrations takes MySQL's GET_LOCK of migrators on conn; it is held
+// until unlockMigrations or until conn closes.
+func lockMigrations(ctx context.Context, conn *sql.Conn) error {
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 300)", migrateLock).Scan(&got); err != nil {
 		return fmt.Errorf("store: migration lock: %w", err)
@@ -116,13 +111,15 @@ func (getLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-func (getLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+// unlockMigrations releases the lock of lockMigrations.
+func unlockMigrations(ctx context.Context, conn *sql.Conn) error {
 	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", migrateLock)
 	return err
 }
 
-// MigrationsFS holds the embedded migration files, for tools that fingerprint the schema.
+// MigrationsFS holds the embedded migration files: Migrate applies them,
+// and tools fingerprint the schema with them.
 func MigrationsFS() fs.FS {
-	sub, _ := fs.Sub(migrationsFS, "migrations")
+	sub, _ := fs.Sub(migrationsFS, "migrations") // cannot fail: the directory is embedded above
 	return sub
 }

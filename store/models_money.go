@@ -50,6 +50,10 @@ type LedgerEntry struct {
 
 func (LedgerEntry) TableName() string { return "agent_ledger" }
 
+// Deducted is what the hot balance took for a deduction entry: the amount
+// the ledger applied plus the shortfall it could not cover.
+func (e LedgerEntry) Deducted() decimal.Decimal { return e.AmountFen.Neg().Add(e.ShortfallFen) }
+
 // ModelPricing is a row of agent_model_pricing: fen per million tokens.
 type ModelPricing struct {
 	ID                    uint64          `gorm:"column:id;primaryKey"`

@@ -2,26 +2,6 @@ package store
 
 import "time"
 
-// Object kinds and the AMQP priority their replication gets.
-const (
-	KindAvatar    = "avatar"
-	KindWallpaper = "wallpaper"
-)
-
-// Outbox states, shared by object_outbox and outbox.
-const (
-	OutboxPending    = "pending"
-	OutboxPublishing = "publishing"
-	OutboxPublished  = "published"
-)
-
-// Replication task states.
-const (
-	TaskPending = "pending"
-	TaskDone    = "done"
-	TaskFailed  = "failed"
-)
-
 // StoredObject is a row of stored_object.
 type StoredObject struct {
 	ID            uint64    `gorm:"column:id;primaryKey"`

@@ -2,14 +2,6 @@ package store
 
 import "time"
 
-// Payment order states.
-const (
-	OrderPending = "PENDING"
-	OrderSuccess = "SUCCESS"
-	OrderRefund  = "REFUND"
-	OrderClosed  = "CLOSED"
-)
-
 // PaymentOrder is a row of payment_order. AmountFen is whole fen.
 type PaymentOrder struct {
 	ID            uint64     `gorm:"column:id;primaryKey"`

@@ -41,10 +41,7 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 	byIndex := make(map[int]*redis.Client)
 	r := &Redis{clients: make(map[keys.DB]*redis.Client), keys: kb}
 	for _, db := range keys.DBs() {
-		idx, ok := cfg.Databases[db]
-		if !ok {
-			idx = db.DefaultIndex()
-		}
+		idx := indexOf(db, cfg.Databases)
 		c := byIndex[idx]
 		if c == nil {
 			c = redis.NewClient(&redis.Options{

@@ -24,6 +24,7 @@ var (
 	tokenBucketScript = script("token_bucket.lua")
 	incrWindowScript  = script("incr_window.lua")
 	unlockScript      = script("unlock.lua")
+	renewScript       = script("renew.lua")
 	slidingScript     = script("sliding_window.lua")
 	initBalanceScript = script("init_balance.lua")
 	settleScript      = script("settle.lua")

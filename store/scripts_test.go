@@ -164,6 +164,17 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 	require.Equal(t, "0.00000000", d.Balance.StringFixed(8))
 }
 
+// Settle pipelines EVALSHA, which does not fall back by itself: it loads
+// the script after NOSCRIPT and goes again.
+func TestSettleSurvivesScriptFlush(t *testing.T) {
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	require.NoError(t, r.Client(keys.DBAgentBilling).ScriptFlush(ctx).Err())
+	out, err := r.Settle(ctx, store.SettleEntry{Username: "jay", Kind: store.SettleCredit, EntryID: "c1", Amount: dec("1"), Seq: 1})
+	require.NoError(t, err)
+	require.Equal(t, store.SettleLate, out[0].Outcome, "no balance: kept for its initialisation")
+}
+
 func TestTokenBucket(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)

@@ -22,18 +22,12 @@ func (t *Topology) Declare(conn *amqp.Connection) error {
 	defer p.close()
 	var errs []error
 	for _, ex := range t.exchanges {
-		err := p.do(func(ch *amqp.Channel) error {
-			return ch.ExchangeDeclare(ex, ExchangeKind, true, false, false, false, nil)
-		})
-		if err != nil {
+		if err := p.do(declareExchange(ex)); err != nil {
 			errs = append(errs, fmt.Errorf("declare exchange %s: %w", ex, err))
 		}
 	}
 	for _, q := range t.Queues() {
-		err := p.do(func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(q.Args))
-			return err
-		})
+		err := p.do(declareQueue(q))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("declare queue %s: %w", q.Name, err))
 			if amqpCode(err) != amqp.PreconditionFailed {
@@ -48,6 +42,38 @@ func (t *Topology) Declare(conn *amqp.Connection) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// declareExchange declares ex as every exchange of the contract is: durable
+// and direct. It changes nothing when ex exists so.
+func declareExchange(ex string) func(*amqp.Channel) error {
+	return func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare(ex, ExchangeKind, true, false, false, false, nil)
+	}
+}
+
+// exchangeExists checks that ex exists (a passive declaration).
+func exchangeExists(ex string) func(*amqp.Channel) error {
+	return func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive(ex, ExchangeKind, true, false, false, false, nil)
+	}
+}
+
+// declareQueue declares q durable with its arguments. It changes nothing
+// when q exists so, and fails with PRECONDITION_FAILED when its arguments differ.
+func declareQueue(q Queue) func(*amqp.Channel) error {
+	return func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(q.Args))
+		return err
+	}
+}
+
+// queueExists checks that q exists (a passive declaration), whatever its arguments.
+func queueExists(q Queue) func(*amqp.Channel) error {
+	return func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil)
+		return err
+	}
 }
 
 // prober runs channel operations, replacing the channel after the broker
@@ -81,4 +107,13 @@ func amqpCode(err error) int {
 		return ae.Code
 	}
 	return 0
+}
+
+// amqpReason returns the broker's reply text of err, or "".
+func amqpReason(err error) string {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return ""
 }

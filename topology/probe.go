@@ -1,10 +1,6 @@
 package topology
 
-import (
-	"errors"
-
-	amqp "github.com/rabbitmq/amqp091-go"
-)
+import amqp "github.com/rabbitmq/amqp091-go"
 
 // Probe checks t against the broker over AMQP alone, for brokers without the
 // management API. It finds missing exchanges and queues (passive declares) and
@@ -26,36 +22,19 @@ func (t *Topology) Probe(conn *amqp.Connection) ([]Difference, error) {
 			return err
 		}
 		err = p.do(active)
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
-			diffs = append(diffs, Difference{Severity: Different, Object: object, Name: name, Detail: ae.Reason})
+		if amqpCode(err) == amqp.PreconditionFailed {
+			diffs = append(diffs, Difference{Severity: Different, Object: object, Name: name, Detail: amqpReason(err)})
 			return nil
 		}
 		return err
 	}
 	for _, ex := range t.exchanges {
-		err := check("exchange", ex,
-			func(ch *amqp.Channel) error {
-				return ch.ExchangeDeclarePassive(ex, ExchangeKind, true, false, false, false, nil)
-			},
-			func(ch *amqp.Channel) error {
-				return ch.ExchangeDeclare(ex, ExchangeKind, true, false, false, false, nil)
-			})
-		if err != nil {
+		if err := check("exchange", ex, exchangeExists(ex), declareExchange(ex)); err != nil {
 			return nil, err
 		}
 	}
 	for _, q := range t.Queues() {
-		err := check("queue", q.Name,
-			func(ch *amqp.Channel) error {
-				_, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil)
-				return err
-			},
-			func(ch *amqp.Channel) error {
-				_, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table(q.Args))
-				return err
-			})
-		if err != nil {
+		if err := check("queue", q.Name, queueExists(q), declareQueue(q)); err != nil {
 			return nil, err
 		}
 	}

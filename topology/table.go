@@ -1,6 +1,9 @@
 package topology
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // DefaultPrefix is the first segment of every exchange, queue and routing key.
 const DefaultPrefix = "eisland"
@@ -37,16 +40,6 @@ type spec struct {
 	maxPriority int
 	dlqTable    string // MySQL table the DLQ consumer writes
 	message     string // Java record name of the domain's message
-}
-
-// exchanges is seed 002 "Exchange Topology", in the seed's order.
-var exchanges = []string{
-	"email.verify.exchange",
-	"payment.notify.exchange",
-	"agent.billing.exchange",
-	"object.replication.exchange",
-	"identity.material.exchange",
-	"mini-game.exchange",
 }
 
 // table is seed 002: "Queue Topology" of each domain and the
@@ -114,6 +107,19 @@ var table = []spec{
 		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-mini-game-score-retry-count",
 		dlqTable: "mini_game_score_dlq_log", message: "ScoreUpsertMessage",
 	},
+}
+
+// exchanges lists the exchanges of the table, unprefixed, in order of first
+// appearance: that is seed 002's "Exchange Topology" order, since the seed
+// introduces each exchange with the first domain that uses it.
+func exchanges() []string {
+	var out []string
+	for _, s := range table {
+		if !slices.Contains(out, s.exchange) {
+			out = append(out, s.exchange)
+		}
+	}
+	return out
 }
 
 // DomainNames lists every domain in table order.

@@ -70,7 +70,7 @@ func New(cfg Config) (*Topology, error) {
 		}
 	}
 	t := &Topology{prefix: prefix}
-	for _, e := range exchanges {
+	for _, e := range exchanges() {
 		t.exchanges = append(t.exchanges, t.name(e))
 	}
 	pkg := cmp.Or(cfg.TypeIDPackage, DefaultTypeIDPackage)

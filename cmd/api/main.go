@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
@@ -22,14 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
-}
+func main() { app.Main("api", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)

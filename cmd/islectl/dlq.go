@@ -35,11 +35,7 @@ func runDLQ(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, tp, err := load(e)
-	if err != nil {
-		return err
-	}
-	db, err := store.OpenMySQL(cfg.MySQL)
+	cfg, tp, db, err := openDB(e)
 	if err != nil {
 		return err
 	}

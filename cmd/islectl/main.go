@@ -30,7 +30,9 @@ import (
 	"syscall"
 
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
 )
 
 func main() {
@@ -145,4 +147,22 @@ func load(e env) (config.Islectl, *topology.Topology, error) {
 	}
 	tp, err := topology.New(cfg.AMQP.Topology)
 	return cfg, tp, err
+}
+
+// openDB loads the configuration and opens MySQL with it; the caller closes
+// the DB with store.CloseMySQL.
+func openDB(e env) (config.Islectl, *topology.Topology, *gorm.DB, error) {
+	cfg, tp, err := load(e)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	db, err := store.OpenMySQL(cfg.MySQL)
+	return cfg, tp, db, err
+}
+
+// openRedis opens the Redis clients cfg names. It does not run the start-up
+// cleanup app.OpenRedis does: the caches belong to the running fleet, and an
+// operator's command must not empty them.
+func openRedis(cfg config.Islectl) (*store.Redis, error) {
+	return store.OpenRedis(cfg.Redis.RedisConfig)
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/store"
 )
 
@@ -17,9 +16,9 @@ func runMigrate(ctx context.Context, e env, args []string) error {
 	} else if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	cfg, err := config.LoadIslectl(e.getenv)
+	cfg, _, err := load(e)
 	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
+		return err
 	}
 	if err := store.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
 		return err

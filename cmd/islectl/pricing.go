@@ -29,11 +29,7 @@ func runPricing(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, _, err := load(e)
-	if err != nil {
-		return err
-	}
-	db, err := store.OpenMySQL(cfg.MySQL)
+	cfg, _, db, err := openDB(e)
 	if err != nil {
 		return err
 	}
@@ -64,7 +60,7 @@ func runPricing(ctx context.Context, e env, args []string) error {
 		}
 		*fields[name] = d
 	}
-	rdb, err := store.OpenRedis(cfg.Redis.RedisConfig)
+	rdb, err := openRedis(cfg)
 	if err != nil {
 		return err
 	}

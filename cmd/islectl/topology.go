@@ -95,17 +95,15 @@ func verify(ctx context.Context, out io.Writer, tp *topology.Topology, cfg confi
 			return err
 		}
 	}
+	breaking := 0 // every difference but an Extra object fails the check
 	for _, d := range diffs {
 		fmt.Fprintln(out, d)
-	}
-	if topology.Breaks(diffs) {
-		n := 0
-		for _, d := range diffs {
-			if d.Severity != topology.Extra {
-				n++
-			}
+		if d.Severity != topology.Extra {
+			breaking++
 		}
-		return fmt.Errorf("topology %q differs from the broker in %d place(s); `islectl topology apply` creates what is missing, a queue with other arguments must be deleted and re-applied", tp.Prefix(), n)
+	}
+	if breaking > 0 {
+		return fmt.Errorf("topology %q differs from the broker in %d place(s); `islectl topology apply` creates what is missing, a queue with other arguments must be deleted and re-applied", tp.Prefix(), breaking)
 	}
 	fmt.Fprintf(out, "topology %q matches the broker: %d exchanges, %d queues (checked through the %s)\n",
 		tp.Prefix(), len(tp.Exchanges()), len(tp.Queues()), method)

@@ -36,11 +36,7 @@ func runUsers(ctx context.Context, e env, args []string) error {
 	case sub != "bans" && sub != "credit" && len(pos) != 1:
 		return usagef("users %s takes one username", sub)
 	}
-	cfg, _, err := load(e)
-	if err != nil {
-		return err
-	}
-	db, err := store.OpenMySQL(cfg.MySQL)
+	cfg, _, db, err := openDB(e)
 	if err != nil {
 		return err
 	}
@@ -70,7 +66,7 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		}
 		return nil
 	}
-	rdb, err := store.OpenRedis(cfg.Redis.RedisConfig)
+	rdb, err := openRedis(cfg)
 	if err != nil {
 		return err
 	}

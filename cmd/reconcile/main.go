@@ -10,15 +10,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
@@ -34,15 +33,33 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "reconcile:", err)
-		os.Exit(1)
-	}
+	app.Main("reconcile", func(ctx context.Context, args []string, getenv func(string) string) error {
+		return run(ctx, args, getenv, os.Stdout)
+	})
 }
 
-var jobNames = []string{"balance-sync", "dlq-replay"}
+// services are what the jobs are built from. pub is nil unless dlq-replay
+// may run: only then does the reconciler connect to RabbitMQ.
+type services struct {
+	deps    *app.Deps
+	pub     *messaging.Publisher
+	cfg     config.ReconcileSection
+	metrics *reconcile.Metrics
+	log     *slog.Logger
+}
+
+// jobs builds each job, by the name -once takes.
+var jobs = map[string]func(s services) reconcile.Job{
+	"balance-sync": func(s services) reconcile.Job {
+		return reconcile.NewBalanceSync(s.deps.DB, s.deps.Redis, s.cfg.BalanceSync, s.metrics, s.log)
+	},
+	"dlq-replay": func(s services) reconcile.Job {
+		return reconcile.NewDLQReplay(dlq.NewStore(s.deps.DB, s.deps.Topology), s.pub, topology.DomainObjectReplication, s.cfg.ReplayBatchSize)
+	},
+}
+
+// jobNames are the jobs' names, sorted, for -once and its usage.
+var jobNames = slices.Sorted(maps.Keys(jobs))
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
@@ -74,9 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
-	jobs := map[string]reconcile.Job{
-		"balance-sync": reconcile.NewBalanceSync(deps.DB, deps.Redis, rc.BalanceSync, metrics, log),
-	}
+	svc := services{deps: deps, cfg: rc, metrics: metrics, log: log}
 	if needAMQP {
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4},
 			deps.Topology, messaging.NewMetrics(reg), log)
@@ -84,11 +99,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		defer pub.Close()
-		jobs["dlq-replay"] = reconcile.NewDLQReplay(dlq.NewStore(deps.DB, deps.Topology), pub, topology.DomainObjectReplication, rc.ReplayBatchSize)
+		svc.pub = pub
 	}
 
 	if *once != "" {
-		res, err := reconcile.RunJob(ctx, deps.Redis, jobs[*once], metrics, log)
+		res, err := reconcile.RunJob(ctx, deps.Redis, jobs[*once](svc), metrics, log)
 		if res != nil {
 			if *asJSON {
 				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": res})
@@ -101,10 +116,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	var schedules []reconcile.Schedule
 	if rc.BalanceSyncSchedule != "off" {
-		schedules = append(schedules, reconcile.Schedule{Spec: rc.BalanceSyncSchedule, Job: jobs["balance-sync"]})
+		schedules = append(schedules, reconcile.Schedule{Spec: rc.BalanceSyncSchedule, Job: jobs["balance-sync"](svc)})
 	}
 	if rc.ReplayEnabled {
-		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"]})
+		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"](svc)})
 	}
 	if rc.BackfillEnabled {
 		log.Warn("OBJECT_REPLICATION_BACKFILL_ENABLED is set, but this build has no replication-backfill job yet")
@@ -131,9 +146,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	go func() { defer close(leaderDone); leader.Run(ctx) }()
 	sched.Run(ctx)
 	<-leaderDone
+	// The scheduler returns once a signal canceled ctx: that is how the
+	// reconciler stops, not a failure.
 	log.Info("reconcile stopped")
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return nil
-	}
-	return ctx.Err()
+	return nil
 }

@@ -87,35 +87,49 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 		c.Balance, err = s.Balance(ctx, r.Username)
 		return c, err
 	}
-	for attempt := 0; ; attempt++ {
-		taken, err := s.rdb.DeductBalance(ctx, store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now()})
-		switch {
-		case err == nil:
-			c.Deducted, c.Balance, c.Replayed = taken.Deducted, taken.Balance, taken.Replayed
-			return c, nil
-		case errors.Is(err, store.ErrBalanceEmpty):
-			return c, ErrNoBalance
-		case errors.Is(err, store.ErrBalanceMissing) && attempt == 0:
-			if _, err := store.EnsureBalance(ctx, s.db, s.rdb, r.Username); err != nil {
-				return c, err
-			}
-		default:
-			return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
+	var taken store.Taken
+	err = s.withBalance(ctx, r.Username, func() error {
+		var err error
+		if taken, err = s.rdb.DeductBalance(ctx, store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now()}); err != nil {
+			return fmt.Errorf("billing: charge %s: %w", r.ID, err)
 		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, store.ErrBalanceEmpty):
+		return c, ErrNoBalance
+	case err != nil:
+		return c, err
 	}
+	c.Deducted, c.Balance, c.Replayed = taken.Deducted, taken.Balance, taken.Replayed
+	return c, nil
 }
 
 // Balance is a user's hot balance, initialised from MySQL if missing.
 func (s *Service) Balance(ctx context.Context, username string) (decimal.Decimal, error) {
-	for attempt := 0; ; attempt++ {
-		bal, err := s.rdb.Balance(ctx, username)
-		if !errors.Is(err, store.ErrBalanceMissing) || attempt > 0 {
-			return bal, err
-		}
-		if _, err := store.EnsureBalance(ctx, s.db, s.rdb, username); err != nil {
-			return decimal.Zero, err
-		}
+	var bal decimal.Decimal
+	err := s.withBalance(ctx, username, func() error {
+		var err error
+		bal, err = s.rdb.Balance(ctx, username)
+		return err
+	})
+	return bal, err
+}
+
+// withBalance runs op, which reads or changes username's hot balance. When
+// op finds the balance missing from Redis (never loaded, or lost), the
+// balance is initialised from MySQL and op run once more: once, so a balance
+// that keeps vanishing is an error rather than a loop. An error initialising
+// it is returned as it is.
+func (s *Service) withBalance(ctx context.Context, username string, op func() error) error {
+	err := op()
+	if !errors.Is(err, store.ErrBalanceMissing) {
+		return err
 	}
+	if _, err := store.EnsureBalance(ctx, s.db, s.rdb, username); err != nil {
+		return err
+	}
+	return op()
 }
 
 // Pending sums a user's deductions not yet in MySQL.

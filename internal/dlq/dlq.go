@@ -143,13 +143,31 @@ func (s *Store) Replay(ctx context.Context, pub Republish, ref Ref, force bool) 
 		return err
 	}
 	d, _ := s.domain(ref.Domain)
-	claimed, err := store.ClaimReplay(ctx, s.db, d.DLQTable, ref.ID, force)
+	return s.replay(ctx, pub, d, e, force)
+}
+
+// replay claims e's row of d and republishes it, undoing the claim if the
+// publish fails. e must belong to d (Get and List see to that).
+func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e Entry, force bool) error {
+	claimed, err := store.ClaimReplay(ctx, s.db, d.DLQTable, e.Ref.ID, force)
 	if err != nil {
 		return err
 	}
 	if !claimed {
-		return fmt.Errorf("%s: %w", ref, ErrAlreadyReplayed)
+		return fmt.Errorf("%s: %w", e.Ref, ErrAlreadyReplayed)
 	}
+	if err := pub.Send(ctx, replayMessage(d, e)); err != nil {
+		if uerr := store.UnclaimReplay(context.WithoutCancel(ctx), s.db, d.DLQTable, e.Ref.ID, e.ReplayedAt); uerr != nil {
+			return errors.Join(fmt.Errorf("dlq: replay %s: %w", e.Ref, err), uerr)
+		}
+		return fmt.Errorf("dlq: replay %s: %w", e.Ref, err)
+	}
+	return nil
+}
+
+// replayMessage is what a replay of e publishes: the stored message on d's
+// main routing key, with its replay count.
+func replayMessage(d topology.Domain, e Entry) messaging.Outgoing {
 	out := messaging.Outgoing{
 		RoutingKey: d.RoutingKey,
 		Body:       e.Body,
@@ -159,25 +177,19 @@ func (s *Store) Replay(ctx context.Context, pub Republish, ref Ref, force bool) 
 		Headers:    replayHeaders(e.Headers, d),
 	}
 	out.Headers[messaging.HeaderReplay] = strconv.Itoa(e.ReplayCount + 1)
-	if err := pub.Send(ctx, out); err != nil {
-		if uerr := store.UnclaimReplay(context.WithoutCancel(ctx), s.db, d.DLQTable, ref.ID, e.ReplayedAt); uerr != nil {
-			return errors.Join(fmt.Errorf("dlq: replay %s: %w", ref, err), uerr)
-		}
-		return fmt.Errorf("dlq: replay %s: %w", ref, err)
-	}
-	return nil
+	return out
 }
 
-// replayHeaders keeps the stored headers but the retry count, the failure
-// bookkeeping and the broker's death headers.
+// replayHeaders keeps the stored headers but the retry count and the failure
+// bookkeeping. The broker's death headers and watermill's are left in: the
+// Publisher's Marshaler drops them from every publish.
 func replayHeaders(stored string, d topology.Domain) map[string]string {
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(stored), &raw)
 	out := make(map[string]string, len(raw))
 	for k, v := range raw {
-		switch {
-		case k == d.RetryHeader, k == messaging.HeaderLastError, k == messaging.HeaderDeadReason, k == messaging.HeaderReplay,
-			k == "x-death", strings.HasPrefix(k, "x-first-death-"), strings.HasPrefix(k, "x-last-death-"), strings.HasPrefix(k, "_watermill"):
+		switch k {
+		case d.RetryHeader, messaging.HeaderLastError, messaging.HeaderDeadReason, messaging.HeaderReplay:
 			continue
 		}
 		switch x := v.(type) {
@@ -205,6 +217,12 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	if limit <= 0 {
 		limit = 1000
 	}
+	d, err := s.domain(domain)
+	if err != nil {
+		return Result{}, err
+	}
+	// List reads the rows of d's DLQ whole, so each is replayed as listed
+	// rather than read again.
 	entries, err := s.List(ctx, Filter{Domains: []string{domain}, NotReplayed: !force, Limit: limit})
 	if err != nil {
 		return Result{}, err
@@ -212,7 +230,7 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	var res Result
 	var errs []error
 	for _, e := range entries {
-		switch err := s.Replay(ctx, pub, e.Ref, force); {
+		switch err := s.replay(ctx, pub, d, e, force); {
 		case err == nil:
 			res.Replayed++
 		case errors.Is(err, ErrAlreadyReplayed):

@@ -44,10 +44,18 @@ func (u usageRequest) validate() error {
 	case !modelField.MatchString(u.ModelName):
 		return BadRequest("modelName: 1-128 of A-Z a-z 0-9 . _ : / -")
 	}
-	for name, n := range map[string]int64{"inputTokens": u.InputTokens, "cachedTokens": u.CachedTokens,
-		"outputTokens": u.OutputTokens, "reasoningTokens": u.ReasoningTokens} {
-		if n < 0 || n > maxTokens {
-			return BadRequest("%s: want 0..%d", name, int64(maxTokens))
+	// In field order, so a request with several bad counts always hears of
+	// the same one.
+	counts := []struct {
+		name string
+		n    int64
+	}{
+		{"inputTokens", u.InputTokens}, {"cachedTokens", u.CachedTokens},
+		{"outputTokens", u.OutputTokens}, {"reasoningTokens", u.ReasoningTokens},
+	}
+	for _, c := range counts {
+		if c.n < 0 || c.n > maxTokens {
+			return BadRequest("%s: want 0..%d", c.name, int64(maxTokens))
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
@@ -58,14 +59,22 @@ func TestAgentUsageAndBalance(t *testing.T) {
 
 	// Both messages went out, with the request's correlation id.
 	conn, _ := b.conn(t)
-	ch, err := conn.Channel()
-	require.NoError(t, err)
 	deduct, _ := b.tp.Domain(topology.DomainAgentBilling)
-	q, err := ch.QueueDeclarePassive(deduct.Queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	require.Equal(t, 2, q.Messages)
+	require.Equal(t, 2, storetest.QueueDepth(t, conn, deduct.Queue))
 	usageDom, _ := b.tp.Domain(topology.DomainAgentUsageStats)
-	q, err = ch.QueueDeclarePassive(usageDom.Queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	require.Equal(t, 2, q.Messages)
+	require.Equal(t, 2, storetest.QueueDepth(t, conn, usageDom.Queue))
+}
+
+// With several token counts out of range, the 400 names the first in field
+// order, every time.
+func TestAgentUsageNamesTheFirstBadCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	svc := b.token(t, "gateway", httpapi.RoleService)
+	body := `{"requestId":"c1","username":"alice","modelName":"m","inputTokens":-1,"cachedTokens":-1,"outputTokens":-1,"reasoningTokens":-1}`
+	for range 20 {
+		status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, body)
+		require.Equal(t, http.StatusBadRequest, status)
+		require.Equal(t, "inputTokens: want 0..2147483647", out["error"].(map[string]any)["message"])
+	}
 }

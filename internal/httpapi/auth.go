@@ -25,6 +25,15 @@ const (
 // Roles lists the valid roles.
 var Roles = []Role{RoleUser, RoleService, RoleAdmin}
 
+// roleList names the valid roles for error messages, e.g. "user, service, admin".
+func roleList() string {
+	names := make([]string, len(Roles))
+	for i, r := range Roles {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Principal is who a request's token says is calling.
 type Principal struct {
 	Subject string // the token's sub: a username, or a service's name
@@ -70,14 +79,14 @@ func (a *authenticator) parse(token string) (Principal, error) {
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return Principal{}, errors.New("token expired")
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable), errors.Is(err, jwt.ErrTokenSignatureInvalid):
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return Principal{}, errors.New("token signature is not valid")
 	case err != nil:
 		return Principal{}, fmt.Errorf("token is not valid: %s", strings.TrimPrefix(err.Error(), "token has invalid claims: "))
 	case c.Subject == "" || len(c.Subject) > 64:
 		return Principal{}, errors.New("token has no valid sub")
 	case !slices.Contains(Roles, c.Role):
-		return Principal{}, fmt.Errorf("token role %q is not one of user, service, admin", c.Role)
+		return Principal{}, fmt.Errorf("token role %q is not one of %s", c.Role, roleList())
 	}
 	return Principal{Subject: c.Subject, Role: c.Role}, nil
 }
@@ -85,7 +94,7 @@ func (a *authenticator) parse(token string) (Principal, error) {
 // MintToken signs an HS256 token for sub with role, valid for ttl from now.
 func MintToken(secret []byte, sub string, role Role, ttl time.Duration, now time.Time) (string, error) {
 	if !slices.Contains(Roles, role) {
-		return "", fmt.Errorf("role %q is not one of user, service, admin", role)
+		return "", fmt.Errorf("role %q is not one of %s", role, roleList())
 	}
 	if sub == "" || ttl <= 0 {
 		return "", errors.New("a token needs a subject and a positive ttl")
@@ -103,7 +112,8 @@ const banCheckTimeout = 250 * time.Millisecond
 // authenticate checks the bearer token (401), the role (403) and the ban
 // list (403). A ban check that cannot reach Redis lets the request through,
 // logged and counted: a Redis outage must not lock every user out.
-func (s *Server) authenticate(ctx context.Context, r *http.Request, roles []Role) (Principal, error) {
+func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) {
+	ctx := r.Context()
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {

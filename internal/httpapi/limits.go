@@ -36,15 +36,15 @@ type Limit struct {
 const limitTimeout = 250 * time.Millisecond
 
 // limit applies l: a refused request is a 429 with Retry-After.
-func (s *Server) limit(ctx context.Context, r *http.Request, l Limit) error {
-	p, _ := PrincipalFrom(ctx)
+func (s *Server) limit(r *http.Request, l Limit) error {
+	p, _ := PrincipalFrom(r.Context())
 	values, ok := l.Key(r, p)
 	if !ok {
 		return nil
 	}
 	key := s.deps.Redis.Keys().Key(l.Family, values...)
 	c := s.deps.Redis.Client(l.Family.DB)
-	ctx, cancel := context.WithTimeout(ctx, limitTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
 	var (
 		allowed bool
@@ -80,11 +80,6 @@ func (s *Server) limit(ctx context.Context, r *http.Request, l Limit) error {
 		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
 		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
 	}
-}
-
-// ByIP keys a limit by the client's address.
-func (s *Server) ByIP() func(*http.Request, Principal) ([]string, bool) {
-	return func(r *http.Request, _ Principal) ([]string, bool) { return []string{s.clientIP(r)}, true }
 }
 
 // BySubject keys a limit by the caller's token subject.

@@ -26,7 +26,7 @@ func TestEachLimitAnswers429WithRetryAfter(t *testing.T) {
 			Name: "window", Kind: httpapi.FixedWindow, Family: keys.ScoreSubmitRate, Max: 3, Per: time.Minute, Key: perUser}}},
 		{Method: http.MethodPost, Path: "/test/sliding", Roles: httpapi.Roles, Handle: ok, Limits: []httpapi.Limit{{
 			Name: "sliding", Kind: httpapi.SlidingWindow, Family: keys.RegisterAttempts, Max: 3, Per: time.Hour,
-			Key: func(r *http.Request, p httpapi.Principal) ([]string, bool) { return []string{p.Subject}, true }}}},
+			Key: httpapi.BySubject}}},
 	}})
 	for _, path := range []string{"/test/bucket", "/test/window", "/test/sliding"} {
 		user := "u" + path[6:]

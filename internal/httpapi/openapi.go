@@ -83,6 +83,3 @@ func writeNode(b *bytes.Buffer, n *yaml.Node) error {
 	}
 	return nil
 }
-
-// OpenAPI returns the served OpenAPI document (JSON).
-func OpenAPI() []byte { return append([]byte(nil), openAPIJSON...) }

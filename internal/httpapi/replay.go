@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -23,7 +22,8 @@ var noncePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,128}$`)
 // (400) or whose nonce was seen in the last 5 minutes for the same caller,
 // method and path (409). It fails closed: without Redis it cannot tell a
 // replay, so the answer is 503.
-func (s *Server) checkReplay(ctx context.Context, r *http.Request) error {
+func (s *Server) checkReplay(r *http.Request) error {
+	ctx := r.Context()
 	rawTS, nonce := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce)
 	ts, err := strconv.ParseInt(rawTS, 10, 64)
 	if err != nil || !noncePattern.MatchString(nonce) {

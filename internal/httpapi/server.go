@@ -115,28 +115,26 @@ func (s *Server) chain(rt Route) http.Handler {
 	limit := cmp.Or(rt.MaxBody, s.cfg.MaxBodyBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			s.fail(w, r, Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body larger than %d bytes", limit))
+			s.fail(w, r, &http.MaxBytesError{Limit: limit})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		ctx := r.Context()
 		if len(rt.Roles) > 0 {
-			p, err := s.authenticate(ctx, r, rt.Roles)
+			p, err := s.authenticate(r, rt.Roles)
 			if err != nil {
 				s.fail(w, r, err)
 				return
 			}
-			ctx = withPrincipal(ctx, p)
-			r = r.WithContext(ctx)
+			r = r.WithContext(withPrincipal(r.Context(), p))
 		}
 		for _, l := range rt.Limits {
-			if err := s.limit(ctx, r, l); err != nil {
+			if err := s.limit(r, l); err != nil {
 				s.fail(w, r, err)
 				return
 			}
 		}
 		if rt.Replay {
-			if err := s.checkReplay(ctx, r); err != nil {
+			if err := s.checkReplay(r); err != nil {
 				s.fail(w, r, err)
 				return
 			}

@@ -57,15 +57,8 @@ func NewConsumer(cfg ConsumerConfig, log *slog.Logger) (*Consumer, error) {
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, ShutdownTimeoutDefault)
 	wlog := watermill.NewSlogLogger(log)
 	sub, err := wamqp.NewSubscriber(wamqp.Config{
-		Connection: wamqp.ConnectionConfig{
-			AmqpURI: cfg.URL,
-			AmqpConfig: &amqp.Config{
-				Heartbeat:  10 * time.Second,
-				Properties: amqp.Table{"connection_name": cmp.Or(cfg.Name, "isle-consumer")},
-			},
-			Reconnect: wamqp.DefaultReconnectConfig(),
-		},
-		Marshaler: Marshaler{},
+		Connection: connectionConfig(cfg.URL, cmp.Or(cfg.Name, "isle-consumer")),
+		Marshaler:  Marshaler{},
 		// The queue is the topic; nothing is declared or bound here.
 		Exchange:  wamqp.ExchangeConfig{GenerateName: func(string) string { return "" }},
 		Queue:     wamqp.QueueConfig{GenerateName: func(queue string) string { return queue }, Durable: true},
@@ -150,6 +143,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // Running is closed once every route consumes.
 func (c *Consumer) Running() <-chan struct{} { return c.router.Running() }
+
+// connectionConfig is the connection of publishers and consumers alike: a
+// heartbeat to notice a dead broker, the name the broker shows, and
+// watermill-amqp's reconnects.
+func connectionConfig(url, name string) wamqp.ConnectionConfig {
+	return wamqp.ConnectionConfig{
+		AmqpURI: url,
+		AmqpConfig: &amqp.Config{
+			Heartbeat:  10 * time.Second,
+			Properties: amqp.Table{"connection_name": name},
+		},
+		Reconnect: wamqp.DefaultReconnectConfig(),
+	}
+}
 
 // existingQueue checks that the queue exists instead of declaring it: the
 // topology (with arguments the subscriber does not know) is declared by the

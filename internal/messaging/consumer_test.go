@@ -43,7 +43,7 @@ func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, failed.Load(), "no unconfirmed success: every Send returned only after its confirm")
-	eventually(t, 30*time.Second, func() bool { m, _ := calls.total(); return m == total }, "not all consumed")
+	require.Eventually(t, func() bool { m, _ := calls.total(); return m == total }, 30*time.Second, poll, "not all consumed")
 	time.Sleep(200 * time.Millisecond)
 	messages, handled := calls.total()
 	require.Equal(t, total, messages)
@@ -112,7 +112,7 @@ func TestShutdownTimeoutRequeues(t *testing.T) {
 	began := time.Now()
 	_ = stop()
 	require.Less(t, time.Since(began), 5*time.Second)
-	eventually(t, 5*time.Second, func() bool { return b.depth(t, dom.Queue) == 1 }, "the delivery was not requeued")
+	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 1 }, 5*time.Second, poll, "the delivery was not requeued")
 	require.Zero(t, b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ))
 }
 

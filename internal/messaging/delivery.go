@@ -22,7 +22,6 @@ type Delivery struct {
 	HeadersJSON string            // the headers as JSON, types kept where JSON has them
 	Retry       int               // the domain's retry header, parsed defensively
 	Priority    uint8
-	Redelivered bool // the broker delivered it before (a hint only)
 }
 
 func newDelivery(msg *message.Message, d topology.Domain, queue string) Delivery {
@@ -33,7 +32,6 @@ func newDelivery(msg *message.Message, d topology.Domain, queue string) Delivery
 		RoutingKey:  msg.Metadata.Get(metaRoutingKey),
 		Body:        msg.Payload,
 		HeadersJSON: msg.Metadata.Get(metaHeadersJSON),
-		Redelivered: msg.Metadata.Get(metaRedelivered) == "true",
 		Headers:     make(map[string]string, len(msg.Metadata)),
 	}
 	for k, v := range msg.Metadata {
@@ -54,16 +52,11 @@ func newDelivery(msg *message.Message, d topology.Domain, queue string) Delivery
 	return dl
 }
 
-// copyHeaders returns the headers a copy of d carries: all but the broker's
-// death headers and watermill's internal ones.
+// copyHeaders returns the headers a copy of d starts from: all of them. The
+// ones a copy must not carry (death headers, watermill's) are dropped by the
+// Marshaler, which sees every publish, not only copies.
 func (d Delivery) copyHeaders() map[string]string {
-	h := maps.Clone(d.Headers)
-	for k := range h {
-		if deathHeader(k) || strings.HasPrefix(k, "_watermill") {
-			delete(h, k)
-		}
-	}
-	return h
+	return maps.Clone(d.Headers)
 }
 
 type deliveryKey struct{}

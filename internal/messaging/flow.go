@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/topology"
@@ -62,7 +61,6 @@ func NewFlow(cfg FlowConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow
 func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 	return func(ctx context.Context, msg *message.Message) error {
 		d := newDelivery(msg, dom, dom.Queue)
-		log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "trace_id", d.TraceID, "retry", d.Retry)
 		began := time.Now()
 		err := f.call(ctx, h, d)
 		took := time.Since(began)
@@ -70,6 +68,8 @@ func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 			f.metrics.handled(dom.Name, OutcomeOK, took)
 			return nil
 		}
+		// Built only here: the success path, by far the common one, logs nothing.
+		log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "trace_id", d.TraceID, "retry", d.Retry)
 		if ctx.Err() != nil {
 			// The consumer is shutting down past its timeout: the failure is
 			// the shutdown's, not the message's. Requeue it as it was.
@@ -143,22 +143,27 @@ func (d Delivery) retryCopy(dom topology.Domain, err error) (Outgoing, string) {
 		Headers:   d.copyHeaders(),
 	}
 	out.Headers[HeaderLastError] = text
+	if reason := d.deadReason(dom, err, text); reason != "" {
+		out.RoutingKey = dom.DLQKey
+		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
+		out.Headers[HeaderDeadReason] = reason
+		return out, OutcomeDead
+	}
+	out.RoutingKey = dom.RetryKey
+	out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry + 1)
+	return out, OutcomeRetried
+}
+
+// deadReason says why d goes to the DLQ rather than the retry queue, or ""
+// when it is retried. text is err's (truncated) message.
+func (d Delivery) deadReason(dom topology.Domain, err error, text string) string {
 	switch {
 	case IsPermanent(err):
-		out.RoutingKey = dom.DLQKey
-		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
-		out.Headers[HeaderDeadReason] = "permanent: " + text
-		return out, OutcomeDead
+		return "permanent: " + text
 	case d.Retry >= dom.Retry.MaxRetries:
-		out.RoutingKey = dom.DLQKey
-		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
-		out.Headers[HeaderDeadReason] = fmt.Sprintf("retries exhausted (%d of %d)", d.Retry, dom.Retry.MaxRetries)
-		return out, OutcomeDead
-	default:
-		out.RoutingKey = dom.RetryKey
-		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry + 1)
-		return out, OutcomeRetried
+		return fmt.Sprintf("retries exhausted (%d of %d)", d.Retry, dom.Retry.MaxRetries)
 	}
+	return ""
 }
 
 // withLastError sets the record's lastError field in a JSON object body, as
@@ -180,15 +185,12 @@ func withLastError(body []byte, text string) []byte {
 	return out
 }
 
+// truncate bounds an error text kept in headers and bodies, marking the cut.
 func truncate(s string) string {
 	if len(s) <= maxErrorText {
 		return s
 	}
-	s = s[:maxErrorText]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
+	return Clip(s, maxErrorText) + "…"
 }
 
 func pause(ctx context.Context, d time.Duration) {

@@ -37,7 +37,7 @@ func TestAlwaysFailingMessageIsCalledMaxPlusOneTimesThenStored(t *testing.T) {
 
 	ctx := context.Background()
 	require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-always", TypeID: dom.TypeID}))
-	eventually(t, 10*time.Second, func() bool { return len(b.deadLetters(t, dom)) == 1 }, "no DLQ row")
+	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 10*time.Second, poll, "no DLQ row")
 	time.Sleep(4 * retryDelay) // nothing comes back after the DLQ
 	require.Equal(t, dom.Retry.MaxRetries+1, calls.get("m-always"))
 
@@ -72,7 +72,7 @@ func TestMessageThatFailsTwiceIsCalledThreeTimes(t *testing.T) {
 		return nil
 	}))...)
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-twice"}))
-	eventually(t, 10*time.Second, func() bool { return calls.get("m-twice") == 3 }, "not called 3 times: %d", calls.get("m-twice"))
+	require.Eventually(t, func() bool { return calls.get("m-twice") == 3 }, 10*time.Second, poll, "not called 3 times: %d", calls.get("m-twice"))
 	time.Sleep(4 * retryDelay)
 	require.Equal(t, 3, calls.get("m-twice"))
 	require.Empty(t, b.deadLetters(t, dom))
@@ -90,7 +90,7 @@ func TestUndecodableBodyGoesToTheDLQAtOnce(t *testing.T) {
 	calls := newCounter()
 	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte("<xml>not json</xml>"), MessageID: "m-bad"}))
-	eventually(t, 5*time.Second, func() bool { return len(b.deadLetters(t, dom)) == 1 }, "no DLQ row")
+	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 5*time.Second, poll, "no DLQ row")
 	row := b.deadLetters(t, dom)[0]
 	require.Equal(t, 0, row.RetryCount)
 	require.Equal(t, "<xml>not json</xml>", string(row.Body), "the raw body is kept")
@@ -111,7 +111,7 @@ func TestPanicsAreRetriedLikeErrors(t *testing.T) {
 	})...)
 	body := `{"username":"u","certifyId":"c-1","materialInfo":"{}"}`
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(body), MessageID: "m-panic"}))
-	eventually(t, 10*time.Second, func() bool { return len(b.deadLetters(t, dom)) == 1 }, "no DLQ row")
+	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 10*time.Second, poll, "no DLQ row")
 	require.Equal(t, 4, calls.get("m-panic"))
 	require.Equal(t, "panic: nil map in handler", *b.deadLetters(t, dom)[0].LastError)
 	require.Equal(t, "c-1", b.deadLetters(t, dom)[0].Subject)
@@ -138,7 +138,7 @@ func TestBrokerDeadLetteredMessageIsHandled(t *testing.T) {
 	require.NoError(t, ch.Publish("", bounce, false, false, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: "m-bounced", Body: []byte(body),
 	}))
-	eventually(t, 5*time.Second, func() bool { return calls.get("m-bounced") == 1 }, "dead-lettered message not handled")
+	require.Eventually(t, func() bool { return calls.get("m-bounced") == 1 }, 5*time.Second, poll, "dead-lettered message not handled")
 	calls.mu.Lock()
 	d := calls.last["m-bounced"]
 	calls.mu.Unlock()
@@ -168,7 +168,7 @@ func TestEveryHeaderTypeIsAccepted(t *testing.T) {
 		Headers: headers, ContentType: "application/json", MessageId: "m-types",
 		Body: []byte(`{"username":"u","amountFen":"0.5","modelName":"m","inputTokens":1,"outputTokens":1}`),
 	}))
-	eventually(t, 5*time.Second, func() bool { return calls.get("m-types") == 1 }, "not handled")
+	require.Eventually(t, func() bool { return calls.get("m-types") == 1 }, 5*time.Second, poll, "not handled")
 	calls.mu.Lock()
 	d := calls.last["m-types"]
 	calls.mu.Unlock()
@@ -195,7 +195,7 @@ func TestRetryHeaderIsParsedDefensively(t *testing.T) {
 	require.NoError(t, ch.Publish(dom.Exchange, dom.RoutingKey, false, false, amqp.Publishing{
 		Headers: amqp.Table{dom.RetryHeader: int64(1) << 50}, MessageId: "m-huge", Body: []byte(`{"submitId":"s"}`),
 	}))
-	eventually(t, 5*time.Second, func() bool { return len(b.deadLetters(t, dom)) == 1 }, "no DLQ row")
+	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 5*time.Second, poll, "no DLQ row")
 	require.Equal(t, 1, calls.get("m-huge"))
 }
 
@@ -209,7 +209,7 @@ func TestDomainWithoutRetryAcksFailures(t *testing.T) {
 	b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue,
 		Handle: b.flow.Main(dom, jsonHandler(calls, func(int) error { return errors.New("db down") }))})
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(`{"modelName":"m"}`), MessageID: "m-usage"}))
-	eventually(t, 5*time.Second, func() bool { return calls.get("m-usage") == 1 }, "not handled")
+	require.Eventually(t, func() bool { return calls.get("m-usage") == 1 }, 5*time.Second, poll, "not handled")
 	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, 1, calls.get("m-usage"))
 	require.Zero(t, b.depth(t, dom.Queue))

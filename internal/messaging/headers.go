@@ -28,9 +28,6 @@ const (
 	metaPrefix      = "_amqp."
 	metaPriority    = metaPrefix + "priority"
 	metaRoutingKey  = metaPrefix + "routing_key"
-	metaExchange    = metaPrefix + "exchange"
-	metaRedelivered = metaPrefix + "redelivered"
-	metaContentType = metaPrefix + "content_type"
 	metaHeadersJSON = metaPrefix + "headers_json"
 	metaCorrelation = metaPrefix + "correlation_id"
 )
@@ -40,6 +37,13 @@ const (
 // rejection in it looks like a loop to the broker, which drops it.
 func deathHeader(k string) bool {
 	return k == "x-death" || strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-")
+}
+
+// watermillHeader reports whether a header is watermill's own bookkeeping
+// (a watermill producer's _watermill_message_uuid): it describes the
+// original publish, not a copy, which gets a message_id of its own.
+func watermillHeader(k string) bool {
+	return strings.HasPrefix(k, "_watermill")
 }
 
 // headerString renders any AMQP field value as text. It never fails: a value

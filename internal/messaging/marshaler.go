@@ -18,10 +18,12 @@ const ContentType = "application/json"
 
 // Marshaler maps watermill messages to AMQP publishings and back.
 //
-// Publishing: metadata becomes string headers, except the _amqp.* keys that
-// set properties and the integer headers (the domains' retry counts), which
-// are sent as int32 as a Spring producer sends them. Every message is
-// persistent, application/json, with the watermill UUID as message_id.
+// Publishing: metadata becomes string headers, except the _amqp.* keys,
+// which set properties, and the headers no copy may carry (the broker's death
+// headers, watermill's own), which are dropped here for every publish. The
+// integer headers (the domains' retry counts) are sent as int32 as a Spring
+// producer sends them. Every message is persistent, application/json, with
+// the watermill UUID as message_id.
 //
 // Consuming never fails: every header, whatever its AMQP type, is rendered
 // as text into the metadata, and the original table is kept as JSON for the
@@ -36,7 +38,7 @@ type Marshaler struct {
 func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 	headers := make(amqp.Table, len(msg.Metadata))
 	for k, v := range msg.Metadata {
-		if strings.HasPrefix(k, metaPrefix) || deathHeader(k) {
+		if strings.HasPrefix(k, metaPrefix) || deathHeader(k) || watermillHeader(k) {
 			continue
 		}
 		if m.IntHeaders[k] {
@@ -82,14 +84,9 @@ func (m Marshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
 		msg.Metadata.Set(metaHeadersJSON, string(raw))
 	}
 	msg.Metadata.Set(metaRoutingKey, d.RoutingKey)
-	msg.Metadata.Set(metaExchange, d.Exchange)
-	msg.Metadata.Set(metaContentType, d.ContentType)
 	msg.Metadata.Set(metaPriority, strconv.Itoa(int(d.Priority)))
 	if d.CorrelationId != "" {
 		msg.Metadata.Set(metaCorrelation, d.CorrelationId)
-	}
-	if d.Redelivered {
-		msg.Metadata.Set(metaRedelivered, "true")
 	}
 	return msg, nil
 }

@@ -57,13 +57,8 @@ func (m *Metrics) handled(domain, outcome string, took time.Duration) {
 		return
 	}
 	m.messages.WithLabelValues(domain, outcome).Inc()
-	if took > 0 {
-		m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
-	}
+	m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
 }
-
-// Count records one outcome of a domain without a duration.
-func (m *Metrics) Count(domain, outcome string) { m.handled(domain, outcome, 0) }
 
 func (m *Metrics) published(exchange, routingKey string, err error, took time.Duration) {
 	if m == nil {

@@ -67,15 +67,8 @@ func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *s
 	channels := cmp.Or(cfg.Channels, PublishChannelsDefault)
 	p.slots = make(chan struct{}, 2*channels)
 	wcfg := wamqp.Config{
-		Connection: wamqp.ConnectionConfig{
-			AmqpURI: cfg.URL,
-			AmqpConfig: &amqp.Config{
-				Heartbeat:  10 * time.Second,
-				Properties: amqp.Table{"connection_name": cmp.Or(cfg.Name, "isle-publisher")},
-			},
-			Reconnect: wamqp.DefaultReconnectConfig(),
-		},
-		Marshaler: Marshaler{IntHeaders: retryHeaders(tp)},
+		Connection: connectionConfig(cfg.URL, cmp.Or(cfg.Name, "isle-publisher")),
+		Marshaler:  Marshaler{IntHeaders: retryHeaders(tp)},
 		Exchange: wamqp.ExchangeConfig{
 			GenerateName: func(routingKey string) string { return p.exchange[routingKey] },
 			Type:         topology.ExchangeKind,
@@ -109,9 +102,6 @@ func retryHeaders(tp *topology.Topology) map[string]bool {
 	}
 	return out
 }
-
-// Topology is the contract the publisher routes by.
-func (p *Publisher) Topology() *topology.Topology { return p.tp }
 
 // Close closes the channels and the connection.
 func (p *Publisher) Close() error { return p.wm.Close() }

@@ -9,6 +9,7 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +35,7 @@ func TestStuckBrokerYieldsAnErrorInTime(t *testing.T) {
 		require.Less(t, time.Since(began), 2*time.Second)
 	}
 	proxy.Resume()
-	eventually(t, 10*time.Second, func() bool { return pub.Send(context.Background(), out) == nil }, "publishing did not recover")
+	require.Eventually(t, func() bool { return pub.Send(context.Background(), out) == nil }, 10*time.Second, poll, "publishing did not recover")
 }
 
 func TestUnknownRoutingKeyIsRefused(t *testing.T) {
@@ -56,23 +57,22 @@ func TestPublishedProperties(t *testing.T) {
 	ch, err := b.conn.Channel()
 	require.NoError(t, err)
 	defer ch.Close()
+	// The condition runs on a goroutine of its own: it only fetches, and
+	// the test goroutine asserts.
+	var d amqp.Delivery
 	var got bool
-	eventually(t, 5*time.Second, func() bool {
-		d, ok, err := ch.Get(dom.Queue, true)
-		require.NoError(t, err)
-		if !ok {
-			return false
-		}
-		got = true
-		require.Equal(t, "application/json", d.ContentType)
-		require.EqualValues(t, 2, d.DeliveryMode, "persistent")
-		require.Equal(t, "m-props", d.MessageId)
-		require.EqualValues(t, 9, d.Priority)
-		require.Equal(t, "trace-9", d.CorrelationId)
-		require.Equal(t, dom.TypeID, d.Headers["__TypeId__"])
-		require.Equal(t, "trace-9", d.Headers["x-trace-id"])
-		require.Equal(t, int32(2), d.Headers[dom.RetryHeader], "retry counts are int32, as Spring sends them")
-		return true
-	}, "message not in the queue")
+	require.Eventually(t, func() bool {
+		d, got, err = ch.Get(dom.Queue, true)
+		return got || err != nil
+	}, 5*time.Second, poll, "message not in the queue")
+	require.NoError(t, err)
 	require.True(t, got)
+	require.Equal(t, "application/json", d.ContentType)
+	require.EqualValues(t, 2, d.DeliveryMode, "persistent")
+	require.Equal(t, "m-props", d.MessageId)
+	require.EqualValues(t, 9, d.Priority)
+	require.Equal(t, "trace-9", d.CorrelationId)
+	require.Equal(t, dom.TypeID, d.Headers["__TypeId__"])
+	require.Equal(t, "trace-9", d.Headers["x-trace-id"])
+	require.Equal(t, int32(2), d.Headers[dom.RetryHeader], "retry counts are int32, as Spring sends them")
 }

@@ -23,6 +23,9 @@ import (
 // retryDelay is the retry queues' TTL in these tests.
 const retryDelay = 150 * time.Millisecond
 
+// poll is how often require.Eventually checks its condition in these tests.
+const poll = 20 * time.Millisecond
+
 type testBundle struct {
 	conn    *amqp.Connection
 	tp      *topology.Topology
@@ -124,24 +127,7 @@ func (b *testBundle) deadLetters(t *testing.T, dom topology.Domain) []store.Dead
 // depth is a queue's ready message count.
 func (b *testBundle) depth(t *testing.T, queue string) int {
 	t.Helper()
-	ch, err := b.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	return q.Messages
-}
-
-// eventually polls cond every 20 ms for up to d.
-func eventually(t *testing.T, d time.Duration, cond func() bool, format string, a ...any) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, a...)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return storetest.QueueDepth(t, b.conn, queue)
 }
 
 // counter counts handler calls per message id.

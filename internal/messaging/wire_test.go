@@ -41,7 +41,7 @@ func TestSpringPublishedMessageIsConsumed(t *testing.T) {
 		Headers: amqp.Table{"__TypeId__": "com.eisland.server.payment.mq.PaymentNotifyMessage"},
 		Body:    []byte(body),
 	}))
-	eventually(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, "not consumed")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, 5*time.Second, poll, "not consumed")
 	m := got[0]
 	require.Equal(t, "n-1", m.NotifyID)
 	require.Equal(t, "EI2026112900001", m.OutTradeNo)
@@ -69,12 +69,14 @@ func TestIslePublishedMessageOnTheWire(t *testing.T) {
 	require.NoError(t, err)
 	defer ch.Close()
 	var d amqp.Delivery
-	eventually(t, 5*time.Second, func() bool {
+	// The condition runs on a goroutine of its own: it only fetches, and
+	// the test goroutine asserts.
+	require.Eventually(t, func() bool {
 		var ok bool
 		d, ok, err = ch.Get(dom.Queue, true)
-		require.NoError(t, err)
-		return ok
-	}, "not published")
+		return ok || err != nil
+	}, 5*time.Second, poll, "not published")
+	require.NoError(t, err)
 	require.JSONEq(t, `{
 		"traceId": "t-7", "email": "r@example.com", "outTradeNo": "EI1", "channel": "ALIPAY",
 		"transactionId": "2026112922001", "amountFen": 1500, "currency": "CNY", "productCode": "pro-month",

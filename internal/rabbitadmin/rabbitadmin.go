@@ -1,5 +1,5 @@
 // Package rabbitadmin reads a RabbitMQ broker through its management HTTP
-// API: what exchanges, queues and bindings exist and how deep the queues are.
+// API: what exchanges, queues and bindings exist, with their properties.
 // AMQP cannot list bindings, so `islectl topology verify` needs this to
 // compare them with the table.
 package rabbitadmin
@@ -68,16 +68,12 @@ type exchange struct {
 	AutoDelete bool   `json:"auto_delete"`
 }
 
-// Queue is a queue as the management API reports it.
-type Queue struct {
+// queue is what Snapshot reads of a queue the management API reports.
+type queue struct {
 	Name       string         `json:"name"`
 	Durable    bool           `json:"durable"`
 	AutoDelete bool           `json:"auto_delete"`
 	Arguments  map[string]any `json:"arguments"`
-	Messages   int64          `json:"messages"`
-	Ready      int64          `json:"messages_ready"`
-	Unacked    int64          `json:"messages_unacknowledged"`
-	Consumers  int            `json:"consumers"`
 }
 
 type binding struct {
@@ -87,24 +83,17 @@ type binding struct {
 	RoutingKey      string `json:"routing_key"`
 }
 
-// Queues lists the vhost's queues with their depths.
-func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
-	var qs []Queue
-	err := c.get(ctx, "queues", &qs)
-	return qs, err
-}
-
 // Snapshot reads the vhost's exchanges, queues and queue bindings.
 func (c *Client) Snapshot(ctx context.Context) (topology.Live, error) {
 	var (
 		exs []exchange
+		qs  []queue
 		bs  []binding
 	)
 	if err := c.get(ctx, "exchanges", &exs); err != nil {
 		return topology.Live{}, err
 	}
-	qs, err := c.Queues(ctx)
-	if err != nil {
+	if err := c.get(ctx, "queues", &qs); err != nil {
 		return topology.Live{}, err
 	}
 	if err := c.get(ctx, "bindings", &bs); err != nil {

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
-	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 )
 
@@ -21,6 +21,7 @@ const (
 	BatchDefault      = 500
 	lateAge           = time.Minute
 	progressEvery     = 10 * time.Second
+	debitChunk        = 100 // pending deductions per ledger transaction
 )
 
 // BalanceSyncConfig tunes the balance-sync job. Zero fields take the defaults.
@@ -73,26 +74,46 @@ type BalanceResult struct {
 	Errors         int
 }
 
+// counter is one count of a result: its metric item name, its words in
+// the printed result, and its value.
+type counter struct {
+	name, label string
+	n           int
+}
+
+// items lists the counters in report order.
+func (r BalanceResult) items() []counter {
+	return []counter{
+		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
+		{"pending_cleared", "pending cleared", r.PendingCleared}, {"settled", "settled", r.Settled},
+		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments},
+		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"errors", "errors", r.Errors},
+	}
+}
+
 func (r BalanceResult) String() string {
-	return fmt.Sprintf("users scanned %d, pending applied %d, pending cleared %d, settled %d, drift found %d, adjustments %d, busy %d, late cleaned %d, errors %d",
-		r.UsersScanned, r.PendingApplied, r.PendingCleared, r.Settled, r.DriftFound, r.Adjustments, r.Busy, r.LateCleaned, r.Errors)
+	parts := make([]string, 0, 9)
+	for _, it := range r.items() {
+		parts = append(parts, fmt.Sprintf("%s %d", it.label, it.n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // LogValue implements slog.LogValuer.
 func (r BalanceResult) LogValue() slog.Value {
-	return slog.GroupValue(slog.Int("users_scanned", r.UsersScanned), slog.Int("pending_applied", r.PendingApplied),
-		slog.Int("pending_cleared", r.PendingCleared), slog.Int("settled", r.Settled), slog.Int("drift_found", r.DriftFound), slog.Int("adjustments", r.Adjustments),
-		slog.Int("busy", r.Busy), slog.Int("late_cleaned", r.LateCleaned), slog.Int("errors", r.Errors))
+	attrs := make([]slog.Attr, 0, 9)
+	for _, it := range r.items() {
+		attrs = append(attrs, slog.Int(it.name, it.n))
+	}
+	return slog.GroupValue(attrs...)
 }
 
-// RunOnce runs the three steps over every user with a Redis key.
+// RunOnce runs the four steps over every user with a Redis key.
 func (j *BalanceSync) RunOnce(ctx context.Context) (Result, error) {
 	var res BalanceResult
 	err := errors.Join(j.applyPending(ctx, &res), j.settleLeftovers(ctx, &res), j.compare(ctx, &res), j.cleanLate(ctx, &res))
-	for item, n := range map[string]int{"users_scanned": res.UsersScanned, "pending_applied": res.PendingApplied,
-		"pending_cleared": res.PendingCleared, "settled": res.Settled, "drift_found": res.DriftFound, "adjustments": res.Adjustments,
-		"busy": res.Busy, "late_cleaned": res.LateCleaned, "errors": res.Errors} {
-		j.metrics.add(j.Name(), item, n)
+	for _, it := range res.items() {
+		j.metrics.add(j.Name(), it.name, it.n)
 	}
 	return res, err
 }
@@ -113,8 +134,8 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 				}
 			}
 		}
-		for start := 0; start < len(debits); start += 100 {
-			if err := j.applyDebits(ctx, debits[start:min(start+100, len(debits))], res); err != nil {
+		for start := 0; start < len(debits); start += debitChunk {
+			if err := j.applyDebits(ctx, debits[start:min(start+debitChunk, len(debits))], res); err != nil {
 				return err
 			}
 		}
@@ -219,19 +240,9 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 		if err != nil {
 			return err
 		}
-		var rows []struct {
-			Username   string
-			BalanceFen decimal.Decimal
-			LedgerSeq  uint64
-			Last       *time.Time
-			Unsettled  int
-		}
-		err = j.db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq,
-			(SELECT l.created_at FROM agent_ledger l WHERE l.username = u.username ORDER BY l.created_at DESC LIMIT 1) AS last,
-			EXISTS (SELECT 1 FROM agent_ledger l WHERE l.username = u.username AND l.settled_at IS NULL) AS unsettled
-			FROM user_account u WHERE u.username IN ?`, users).Scan(&rows).Error
+		rows, err := store.AccountActivity(ctx, j.db, users)
 		if err != nil {
-			return fmt.Errorf("reconcile: read balances: %w", err)
+			return fmt.Errorf("reconcile: %w", err)
 		}
 		for _, row := range rows {
 			res.UsersScanned++
@@ -239,7 +250,7 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 			switch {
 			case !h.Present:
 				continue
-			case h.Pending > 0, row.Unsettled > 0, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
+			case h.Pending > 0, row.Unsettled, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
 				res.Busy++
 				continue
 			case h.Balance.Equal(row.BalanceFen):

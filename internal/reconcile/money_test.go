@@ -348,7 +348,7 @@ func (sm *machine) quiesce(t *rapid.T) {
 		if err != nil {
 			t.Fatalf("deduction %v reported to the client (%s) is not in the ledger: %v", k, want, err)
 		}
-		got := e.AmountFen.Neg().Add(e.ShortfallFen)
+		got := e.Deducted()
 		if !slices.ContainsFunc(want, got.Equal) {
 			t.Fatalf("deduction %v: ledger %s + shortfall %s, reported %s", k, e.AmountFen.Neg(), e.ShortfallFen, want)
 		}

@@ -13,9 +13,7 @@ type Family struct {
 	DB       DB            // logical database
 	TTL      time.Duration // 0 = no TTL (persistent) or set by the caller
 	Volatile bool          // a cache: deleted by the start-up cleanup
-	Isle     bool          // added by Isle; not in seed 000
-	head     string        // literal text before the first placeholder
-	parts    []string      // literal segments between placeholders
+	parts    []string      // literal segments between placeholders; parts[0] is the head
 }
 
 func family(tmpl string, db DB, ttl time.Duration, volatile bool) *Family {
@@ -34,18 +32,12 @@ func family(tmpl string, db DB, ttl time.Duration, volatile bool) *Family {
 		f.parts = append(f.parts, rest[:open])
 		rest = rest[open+end+1:]
 	}
-	f.head = f.parts[0]
 	registry = append(registry, f)
 	return f
 }
 
-func isle(f *Family) *Family {
-	f.Isle = true
-	return f
-}
-
 // Head is the literal text of the template before its first placeholder.
-func (f *Family) Head() string { return f.head }
+func (f *Family) Head() string { return f.parts[0] }
 
 // Placeholders is the number of values a key of f needs.
 func (f *Family) Placeholders() int { return len(f.parts) - 1 }
@@ -94,7 +86,7 @@ func (b Builder) Pattern(f *Family) string {
 	if f.Placeholders() == 0 {
 		return b.prefix + f.parts[0]
 	}
-	return b.prefix + f.head + "*"
+	return b.prefix + f.Head() + "*"
 }
 
 // Trim returns the values part of key for a one-placeholder family, and
@@ -103,7 +95,7 @@ func (b Builder) Trim(f *Family, key string) (string, bool) {
 	if f.Placeholders() != 1 {
 		return "", false
 	}
-	rest, ok := strings.CutPrefix(key, b.prefix+f.head)
+	rest, ok := strings.CutPrefix(key, b.prefix+f.Head())
 	if !ok {
 		return "", false
 	}

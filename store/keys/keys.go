@@ -56,11 +56,11 @@ var (
 	OrderOpLock        = family("payment:order:op-lock:{outTradeNo}", DBPayment, PaymentLockTTL, false)
 	OrderCreateLock    = family("payment:lock:create:{product}:{username}", DBPayment, PaymentLockTTL, false)
 	AgentBalance       = family("agent:balance:{username}", DBAgentBilling, 0, false)
-	AgentPending       = isle(family("agent:pending:{username}", DBAgentBilling, 0, false))
-	AgentDeduction     = isle(family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false))
-	AgentBalanceInit   = isle(family("agent:balance-init:{username}", DBAgentBilling, 0, false))
-	AgentBalanceLate   = isle(family("agent:balance-late:{username}", DBAgentBilling, 0, false))
-	AgentSettled       = isle(family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false))
+	AgentPending       = family("agent:pending:{username}", DBAgentBilling, 0, false)                                   // Isle's own, not in seed 000
+	AgentDeduction     = family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false)  // Isle's own, not in seed 000
+	AgentBalanceInit   = family("agent:balance-init:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
+	AgentBalanceLate   = family("agent:balance-late:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
+	AgentSettled       = family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false) // Isle's own, not in seed 000
 	AgentUsage         = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
 	AgentUsageModels   = family("agent:usage:__models__", DBAgentPricing, 0, false)
 	AgentPricing       = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
@@ -72,8 +72,8 @@ var (
 	ScoreSubmitRate    = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	LeaderboardRefresh = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	GameSession        = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
-	LeaderLease        = isle(family("isle:leader:{job}", DBDefault, 0, false))
-	JobLock            = isle(family("isle:job-lock:{job}", DBDefault, 0, false))
+	LeaderLease        = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own, not in seed 000
+	JobLock            = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own, not in seed 000
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.

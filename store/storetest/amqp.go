@@ -51,3 +51,20 @@ func DeleteTopology(t testing.TB, conn *amqp.Connection, prefix string) {
 		}
 	}
 }
+
+// QueueDepth returns the number of ready messages in queue. It asks with a
+// passive declare on a channel of its own: the broker closes the channel of
+// a passive declare that fails, which must not take the caller's with it.
+func QueueDepth(t testing.TB, conn *amqp.Connection, queue string) int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("storetest: queue depth of %s: %v", queue, err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("storetest: queue depth of %s: %v", queue, err)
+	}
+	return q.Messages
+}

@@ -22,10 +22,10 @@ import (
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
 	name := Unique("isle_t_")
-	server := openServer(t)
-	ctx := context.Background()
-	if _, err := server.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
-		t.Fatalf("storetest: create database: %v", err)
+	server := openServer(t) // fails the test with a hint when MySQL is down; drops the database at the end
+	dsn := dsnFor(t, name)
+	if err := store.CreateDatabase(context.Background(), dsn); err != nil {
+		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() {
 		if _, err := server.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name); err != nil {
@@ -33,7 +33,7 @@ func MySQLDSN(t testing.TB) string {
 		}
 		server.Close()
 	})
-	return dsnFor(t, name)
+	return dsn
 }
 
 // MySQL returns a gorm handle on a fresh database with every migration
@@ -91,10 +91,11 @@ func template(t testing.TB) string {
 	if n == 1 {
 		return name
 	}
-	if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+	dsn := dsnFor(t, name)
+	if err := store.CreateDatabase(ctx, dsn); err != nil { // on a connection of its own; conn holds the lock meanwhile
 		t.Fatalf("storetest: create template: %v", err)
 	}
-	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsnFor(t, name)})
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis returns clients on the test Redis with a key prefix of the test's
@@ -41,22 +42,17 @@ func Wipe(t T, r *store.Redis) {
 	if r.Keys().Prefix() == "" {
 		t.Fatal("storetest: Wipe refuses a Redis without a key prefix")
 	}
-	ctx := context.Background()
-	seen := map[any]bool{}
+	// CleanVolatile deletes its patterns under r's prefix: "*" in one
+	// logical database of each index is everything of the test there.
+	var all []store.CleanupPattern
+	seen := map[*redis.Client]bool{}
 	for _, db := range keys.DBs() {
-		c := r.Client(db)
-		if seen[c] {
-			continue
+		if c := r.Client(db); !seen[c] {
+			seen[c] = true
+			all = append(all, store.CleanupPattern{DB: db, Pattern: "*"})
 		}
-		seen[c] = true
-		iter := c.Scan(ctx, 0, r.Keys().Prefix()+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				t.Errorf("storetest: wipe: %v", err)
-			}
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("storetest: wipe: %v", err)
-		}
+	}
+	if _, err := r.CleanVolatile(context.Background(), all); err != nil {
+		t.Errorf("storetest: wipe: %v", err)
 	}
 }

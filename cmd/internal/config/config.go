@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
@@ -131,7 +132,7 @@ func loadAMQP(l *loader) AMQP {
 			"Confirm channels each process publishes on; callers beyond it wait for a free one."),
 	}
 	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
-		"RabbitMQ management API, used by `islectl topology verify` to compare bindings and by `islectl queues`; the RabbitMQ user's credentials are added.")
+		"RabbitMQ management API, used by `islectl topology verify` to compare bindings; the RabbitMQ user's credentials are added.")
 	if mu, err := url.Parse(mgmt); err != nil || mu.Host == "" {
 		l.failf("RABBITMQ_MANAGEMENT_URL", mgmt, "not an absolute URL")
 	} else {
@@ -163,13 +164,10 @@ func loadAMQP(l *loader) AMQP {
 	return a
 }
 
-func cutEq(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '=' {
-			return s[:i], s[i+1:], i > 0 && i < len(s)-1
-		}
-	}
-	return "", "", false
+// cutEq splits a key=value item; ok is false unless both sides are non-empty.
+func cutEq(s string) (key, value string, ok bool) {
+	key, value, ok = strings.Cut(s, "=")
+	return key, value, ok && key != "" && value != ""
 }
 
 // retryVars names the variables of each domain's retry policy. The seed's

@@ -123,3 +123,14 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		require.True(t, seen[name], name)
 	}
 }
+
+func TestKeyValueItemsNeedBothSides(t *testing.T) {
+	t.Parallel()
+	for _, item := range []string{"ScoreUpsertMessage", "=cn.x.Class", "ScoreUpsertMessage="} {
+		_, err := config.LoadRelay(env(map[string]string{"RABBITMQ_TYPE_IDS": item}))
+		require.ErrorContains(t, err, "want Record=ClassName", item)
+	}
+	c, err := config.LoadWorker(env(map[string]string{"WORKER_CONCURRENCY_BY_DOMAIN": "email=3"}))
+	require.NoError(t, err)
+	require.Equal(t, 3, c.Worker.Concurrency["email"])
+}

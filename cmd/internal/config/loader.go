@@ -38,125 +38,141 @@ func (l *loader) failf(name, raw, format string, a ...any) {
 }
 
 // raw records the variable and returns its trimmed value ("" = unset).
-func (l *loader) raw(name, def, doc string, secret bool) string {
-	l.seen = append(l.seen, Var{Name: name, Default: def, Doc: doc, Secret: secret})
-	return strings.TrimSpace(l.getenv(name))
+func (l *loader) raw(v Var) string {
+	l.seen = append(l.seen, v)
+	return strings.TrimSpace(l.getenv(v.Name))
 }
 
-func (l *loader) String(name, def, doc string) string {
-	if v := l.raw(name, def, doc, false); v != "" {
-		return v
+// read records a variable and returns its value parsed, or def when it is
+// unset or empty. A value parse refuses is reported (parse's error says
+// why) and def taken, so every bad variable is named at once.
+func read[T any](l *loader, v Var, def T, parse func(string) (T, error)) T {
+	raw := l.raw(v)
+	if raw == "" {
+		return def
 	}
-	return def
+	out, err := parse(raw)
+	if err != nil {
+		l.failf(v.Name, raw, "%v", err)
+		return def
+	}
+	return out
+}
+
+// asIs is the parse of a plain string: any value is good.
+func asIs(v string) (string, error) { return v, nil }
+
+// String reads a plain string.
+func (l *loader) String(name, def, doc string) string {
+	return read(l, Var{Name: name, Default: def, Doc: doc}, def, asIs)
 }
 
 // Secret is a string that is never printed (passwords, keys).
 func (l *loader) Secret(name, def, doc string) string {
-	if v := l.raw(name, def, doc, true); v != "" {
-		return v
-	}
-	return def
+	return read(l, Var{Name: name, Default: def, Doc: doc, Secret: true}, def, asIs)
 }
 
+// Int reads an integer in lo..hi.
 func (l *loader) Int(name string, def, lo, hi int, doc string) int {
-	v := l.raw(name, strconv.Itoa(def), doc, false)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		l.failf(name, v, "not an integer")
-		return def
-	}
-	if n < lo || n > hi {
-		l.failf(name, v, "out of range %d..%d", lo, hi)
-		return def
-	}
-	return n
+	return read(l, Var{Name: name, Default: strconv.Itoa(def), Doc: doc}, def, func(v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return 0, errors.New("not an integer")
+		case n < lo || n > hi:
+			return 0, fmt.Errorf("out of range %d..%d", lo, hi)
+		}
+		return n, nil
+	})
 }
 
+// Bool reads true or false (or 1, 0, t, f, as strconv.ParseBool does).
 func (l *loader) Bool(name string, def bool, doc string) bool {
-	v := l.raw(name, strconv.FormatBool(def), doc, false)
-	if v == "" {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		l.failf(name, v, "want true or false")
-		return def
-	}
-	return b
+	return read(l, Var{Name: name, Default: strconv.FormatBool(def), Doc: doc}, def, func(v string) (bool, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, errors.New("want true or false")
+		}
+		return b, nil
+	})
 }
 
 // Millis reads a *_MS variable: a whole number of milliseconds, as the
 // seed's Spring properties are written.
 func (l *loader) Millis(name string, def, lo, hi time.Duration, doc string) time.Duration {
-	v := l.raw(name, strconv.FormatInt(def.Milliseconds(), 10), doc, false)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		l.failf(name, v, "want a whole number of milliseconds")
-		return def
-	}
-	d := time.Duration(n) * time.Millisecond
-	if d < lo || d > hi {
-		l.failf(name, v, "out of range %d..%d ms", lo.Milliseconds(), hi.Milliseconds())
-		return def
-	}
-	return d
+	shown := strconv.FormatInt(def.Milliseconds(), 10)
+	return read(l, Var{Name: name, Default: shown, Doc: doc}, def, func(v string) (time.Duration, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, errors.New("want a whole number of milliseconds")
+		}
+		d, ok := millisWithin(n, lo, hi)
+		if !ok {
+			return 0, fmt.Errorf("out of range %d..%d ms", lo.Milliseconds(), hi.Milliseconds())
+		}
+		return d, nil
+	})
 }
 
 // Duration reads a Go duration ("3s", "500ms"); a bare number means
 // milliseconds, as Spring reads REDIS_TIMEOUT.
 func (l *loader) Duration(name string, def, lo, hi time.Duration, doc string) time.Duration {
-	v := l.raw(name, def.String(), doc, false)
-	if v == "" {
-		return def
+	return read(l, Var{Name: name, Default: def.String(), Doc: doc}, def, func(v string) (time.Duration, error) {
+		return parseDuration(v, lo, hi)
+	})
+}
+
+// parseDuration parses a Duration variable's value and checks it is in lo..hi.
+func parseDuration(v string, lo, hi time.Duration) (time.Duration, error) {
+	var (
+		d  time.Duration
+		ok bool
+	)
+	if pd, err := time.ParseDuration(v); err == nil {
+		d, ok = pd, within(pd, lo, hi)
+	} else if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		d, ok = millisWithin(n, lo, hi) // a bare number is milliseconds
+	} else {
+		return 0, errors.New(`want a duration such as "3s" or "500ms"`)
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		n, nerr := strconv.ParseInt(v, 10, 64)
-		if nerr != nil {
-			l.failf(name, v, `want a duration such as "3s" or "500ms"`)
-			return def
-		}
-		d = time.Duration(n) * time.Millisecond
+	if !ok {
+		return 0, fmt.Errorf("out of range %s..%s", lo, hi)
 	}
-	if d < lo || d > hi {
-		l.failf(name, v, "out of range %s..%s", lo, hi)
-		return def
-	}
-	return d
+	return d, nil
+}
+
+// within reports whether d lies in lo..hi.
+func within(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
+
+// millisWithin is n milliseconds as a Duration, and whether that lies in
+// lo..hi.
+func millisWithin(n int64, lo, hi time.Duration) (time.Duration, bool) {
+	d := time.Duration(n) * time.Millisecond
+	return d, within(d, lo, hi)
 }
 
 // List reads a comma-separated list; blank items are dropped.
 func (l *loader) List(name string, def []string, doc string) []string {
-	v := l.raw(name, strings.Join(def, ","), doc, false)
-	if v == "" {
-		return def
-	}
-	var out []string
-	for item := range strings.SplitSeq(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
+	return read(l, Var{Name: name, Default: strings.Join(def, ","), Doc: doc}, def, func(v string) ([]string, error) {
+		var out []string
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
 		}
-	}
-	return out
+		return out, nil
+	})
 }
 
-// OneOf reads a string that must be one of allowed.
+// OneOf reads a string that must be one of allowed (in any case); it
+// returns the allowed spelling.
 func (l *loader) OneOf(name, def string, allowed []string, doc string) string {
-	v := l.raw(name, def, doc, false)
-	if v == "" {
-		return def
-	}
-	for _, a := range allowed {
-		if strings.EqualFold(v, a) {
-			return a
+	return read(l, Var{Name: name, Default: def, Doc: doc}, def, func(v string) (string, error) {
+		for _, a := range allowed {
+			if strings.EqualFold(v, a) {
+				return a, nil
+			}
 		}
-	}
-	l.failf(name, v, "want one of %s", strings.Join(allowed, ", "))
-	return def
+		return "", fmt.Errorf("want one of %s", strings.Join(allowed, ", "))
+	})
 }
