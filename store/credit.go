@@ -42,6 +42,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 		return CreditResult{}, fmt.Errorf("store: credit %q of %s to %q: want a user, an id and an amount > 0 with at most 8 decimals", c.ID, c.Amount, c.Username)
 	}
 	var res CreditResult
+	var row LedgerEntry // the recharge's ledger row, written now or before
 	err := Transact(ctx, db, func(tx *gorm.DB) error {
 		accounts, err := lockBalances(tx, []string{c.Username})
 		if err != nil {
@@ -56,11 +57,12 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 			return err
 		}
 		if len(existing) == 1 {
-			res = CreditResult{Seq: existing[0].Seq, Settled: existing[0].SettledAt != nil}
+			row = existing[0]
+			res = CreditResult{Seq: row.Seq, Settled: row.SettledAt != nil}
 			return nil
 		}
 		acct.Balance, acct.Seq = acct.Balance.Add(c.Amount), acct.Seq+1
-		row := LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
+		row = LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
 			Source: c.Source, OccurredAt: time.Now().UTC()}
 		if c.Reason != "" {
 			row.Reason = &c.Reason
@@ -77,7 +79,10 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	if res.Settled {
 		return res, nil
 	}
-	out, err := r.Settle(ctx, SettleEntry{Username: c.Username, Kind: SettleCredit, EntryID: c.ID, Amount: c.Amount, Seq: res.Seq})
+	// What MySQL holds is settled, not this call's amount: a retry that
+	// names another amount must not credit Redis with it.
+	entry, _ := SettleEntryOf(row)
+	out, err := r.Settle(ctx, entry)
 	if err != nil {
 		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
 	}

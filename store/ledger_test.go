@@ -296,3 +296,29 @@ func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
 	}) - overhead
 	require.Less(t, applied, int64(100), "a deduction read %d rows of 3,000", applied)
 }
+
+// A credit whose Redis side a crash left undone is finished with the amount
+// MySQL holds, whatever amount the retry names.
+func TestCreditRetryCreditsTheStoredAmount(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, db, "dan", "", dec("5"))
+	require.NoError(t, err)
+	_, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "dan", ID: "order-1", Amount: dec("10")})
+	require.NoError(t, err)
+	// Undo the Redis side, as if the process died after the commit.
+	require.NoError(t, db.Exec("UPDATE agent_ledger SET settled_at = NULL WHERE username = 'dan' AND entry_id = 'order-1'").Error)
+	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentSettled("dan", store.SettleCredit, "order-1")).Err())
+	require.NoError(t, r.Client(keys.DBAgentBilling).Set(ctx, r.Keys().AgentBalance("dan"), "5.00000000", 0).Err())
+
+	res, err := store.CreditBalance(ctx, db, r, store.Credit{Username: "dan", ID: "order-1", Amount: dec("99")})
+	require.NoError(t, err)
+	require.False(t, res.Applied)
+	require.Equal(t, store.SettleApplied, res.Settle)
+	bal, err := r.Balance(ctx, "dan")
+	require.NoError(t, err)
+	require.Equal(t, "15.00000000", bal.StringFixed(8))
+	require.Equal(t, "15.00000000", account(t, db, "dan").BalanceFen.StringFixed(8))
+}
