@@ -89,11 +89,38 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// principalSlot carries the caller from chain back out to observe. chain
+// authenticates inside the router and hands the principal down in a new
+// request context, which observe, logging after the handler returned, never
+// sees; the slot is shared through the context observe passes in.
+type principalSlot struct {
+	p   Principal
+	set bool
+}
+
+type principalSlotKey struct{}
+
+// withPrincipalSlot returns ctx with an empty slot, and the slot.
+func withPrincipalSlot(ctx context.Context) (context.Context, *principalSlot) {
+	slot := &principalSlot{}
+	return context.WithValue(ctx, principalSlotKey{}, slot), slot
+}
+
+// notePrincipal fills the slot observe put in ctx, if any, so the request
+// log names the caller.
+func notePrincipal(ctx context.Context, p Principal) {
+	if slot, ok := ctx.Value(principalSlotKey{}).(*principalSlot); ok {
+		slot.p, slot.set = p, true
+	}
+}
+
 // observe logs every request and counts it per route and status.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		ctx, caller := withPrincipalSlot(r.Context())
+		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)
 		took := time.Since(began)
 		route := chi.RouteContext(r.Context()).RoutePattern()
@@ -108,8 +135,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.seconds.WithLabelValues(route, r.Method).Observe(took.Seconds())
 		attrs := []any{"request_id", RequestID(r.Context()), "method", r.Method, "route", route, "path", r.URL.Path,
 			"status", status, "bytes", sw.bytes, "ms", float64(took.Microseconds()) / 1000, "ip", s.clientIP(r)}
-		if p, ok := PrincipalFrom(r.Context()); ok {
-			attrs = append(attrs, "sub", p.Subject, "role", p.Role)
+		if caller.set {
+			attrs = append(attrs, "sub", caller.p.Subject, "role", caller.p.Role)
 		}
 		s.deps.Log.InfoContext(r.Context(), "http request", attrs...)
 	})

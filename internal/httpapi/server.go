@@ -125,6 +125,7 @@ func (s *Server) chain(rt Route) http.Handler {
 				s.fail(w, r, err)
 				return
 			}
+			notePrincipal(r.Context(), p)
 			r = r.WithContext(withPrincipal(r.Context(), p))
 		}
 		for _, l := range rt.Limits {

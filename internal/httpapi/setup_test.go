@@ -40,6 +40,7 @@ type options struct {
 	amqpURL   string // default: the test RabbitMQ
 	routes    []httpapi.Route
 	maxBody   int64
+	logOut    io.Writer // where the server logs, as JSON; default: nowhere
 }
 
 // setup serves the platform (and extra routes) over real services.
@@ -49,6 +50,9 @@ func setup(t *testing.T, o options) *testBundle {
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.logOut != nil {
+		log = slog.New(slog.NewJSONHandler(o.logOut, nil))
+	}
 	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), now: time.Now()}
 	b.redis = storetest.Redis(t)
 	if o.redisAddr != "" {
