@@ -124,6 +124,22 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	}
 }
 
+// A number of milliseconds so large that n × 1ms wraps (here to 5s, inside
+// every range below) is out of range, not the wrapped value.
+func TestHugeMillisecondsAreOutOfRange(t *testing.T) {
+	t.Parallel()
+	const huge = "288230376151716744" // 2^58 + 5000: × 10^6 ns wraps to 5000 ms
+	_, err := config.LoadRelay(env(map[string]string{"OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS": huge}))
+	require.ErrorContains(t, err, `OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS="288230376151716744": out of range 10..3600000 ms`)
+	_, err = config.LoadAPI(env(map[string]string{"REDIS_TIMEOUT": huge}))
+	require.ErrorContains(t, err, `REDIS_TIMEOUT="288230376151716744": out of range 1ms..1m0s`)
+
+	c, err := config.LoadAPI(env(map[string]string{"REDIS_TIMEOUT": "60000", "API_JWT_LEEWAY": "0"}))
+	require.NoError(t, err, "the bounds themselves are in range")
+	require.Equal(t, time.Minute, c.Redis.Timeout)
+	require.Zero(t, c.JWT.Leeway)
+}
+
 func TestKeyValueItemsNeedBothSides(t *testing.T) {
 	t.Parallel()
 	for _, item := range []string{"ScoreUpsertMessage", "=cn.x.Class", "ScoreUpsertMessage="} {

@@ -145,8 +145,13 @@ func parseDuration(v string, lo, hi time.Duration) (time.Duration, error) {
 func within(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
 
 // millisWithin is n milliseconds as a Duration, and whether that lies in
-// lo..hi.
+// lo..hi. n is compared before it is multiplied: n × time.Millisecond wraps
+// for a huge n, and the wrapped value may well lie in the range. The second
+// comparison keeps bounds that are not whole milliseconds exact.
 func millisWithin(n int64, lo, hi time.Duration) (time.Duration, bool) {
+	if n < lo.Milliseconds() || n > hi.Milliseconds() {
+		return 0, false
+	}
 	d := time.Duration(n) * time.Millisecond
 	return d, within(d, lo, hi)
 }
