@@ -18,6 +18,8 @@ func TestClip(t *testing.T) {
 		{"ascii cut", "abcdef", 4, "abcd"},
 		{"multibyte rune at the cut is dropped whole", "ab€cd", 4, "ab"}, // € is 3 bytes: 2..4
 		{"multibyte rune ending at the cut is kept", "ab€cd", 5, "ab€"},
+		{"invalid byte before the cut is kept", "a\xffbcdef", 4, "a\xffbc"},
+		{"invalid byte and a partial rune", "\xffé€", 4, "\xffé"},
 		{"zero", "abc", 0, ""},
 		{"negative", "abc", -1, ""},
 	} {
