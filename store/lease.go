@@ -57,3 +57,54 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+// TTL is how long the lease lives without a renewal.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Hold keeps a lease this process has acquired. It renews it every third of
+// the TTL and returns a context that ends with ctx or when the lease is
+// lost: taken by another owner, or not renewed for two thirds of the TTL
+// (it may have expired by then). lost, if not nil, is told why before the
+// context ends. release stops the renewals and gives the lease up.
+func (l *Lease) Hold(ctx context.Context, lost func(why string)) (held context.Context, release func()) {
+	held, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(l.ttl / 3)
+		defer t.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-held.Done():
+				return
+			case <-t.C:
+			}
+			ok, err := l.Renew(held)
+			var why string
+			switch {
+			case held.Err() != nil:
+				return
+			case err == nil && ok:
+				renewed = time.Now()
+				continue
+			case err == nil:
+				why = "taken by another owner"
+			case time.Since(renewed) < l.ttl*2/3:
+				continue // Redis may answer at the next tick
+			default:
+				why = "not renewed in time: " + err.Error()
+			}
+			if lost != nil {
+				lost(why)
+			}
+			cancel()
+			return
+		}
+	}()
+	return held, func() {
+		cancel()
+		<-done
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
+}

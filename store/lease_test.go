@@ -43,3 +43,41 @@ func TestLeaseHasOneOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, held, "free after its owner released it")
 }
+
+// Hold's context ends when another owner takes the lease, and release
+// gives a held lease up.
+func TestLeaseHold(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c, key := r.Client(keys.JobLock.DB), r.Keys().JobLock("hold-test")
+	const ttl = 300 * time.Millisecond
+	a := store.NewLease(c, key, ttl)
+	held, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	var why string
+	hctx, release := a.Hold(ctx, func(w string) { why = w })
+	time.Sleep(ttl) // renewed meanwhile: still ours past the first TTL
+	require.NoError(t, hctx.Err())
+	require.Equal(t, a.Owner(), c.Get(ctx, key).Val())
+
+	require.NoError(t, c.Set(ctx, key, "someone-else", time.Minute).Err())
+	select {
+	case <-hctx.Done():
+	case <-time.After(5 * ttl):
+		t.Fatal("the held context did not end when the lease was taken")
+	}
+	release()
+	require.Equal(t, "taken by another owner", why)
+	require.Equal(t, "someone-else", c.Get(ctx, key).Val(), "release leaves another owner's lease alone")
+
+	b := store.NewLease(c, r.Keys().JobLock("hold-test-2"), ttl)
+	held, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	_, release = b.Hold(ctx, nil)
+	release()
+	require.Zero(t, c.Exists(ctx, r.Keys().JobLock("hold-test-2")).Val(), "released")
+}

@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Warn("OBJECT_REPLICATION_BACKFILL_ENABLED is set, but this build has no replication-backfill job yet")
 	}
 	lease := store.NewLease(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
-	leader := reconcile.NewLeader(lease, rc.LeaseTTL, log)
+	leader := reconcile.NewLeader(lease, log)
 	sched, err := reconcile.NewScheduler(leader, deps.Redis, metrics, log, schedules...)
 	if err != nil {
 		return err

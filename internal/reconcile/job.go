@@ -27,7 +27,7 @@ type Job interface {
 var ErrBusy = errors.New("reconcile: the job is running elsewhere")
 
 // jobLockTTL bounds how long a crashed runner keeps a job locked; a live
-// runner renews the lock at a third of it.
+// runner renews the lock at a third of it (store.Lease.Hold).
 const jobLockTTL = time.Minute
 
 // RunJob runs job once under its lock (isle:job-lock:{job}), logging and
@@ -42,25 +42,10 @@ func RunJob(ctx context.Context, rdb *store.Redis, job Job, m *Metrics, log *slo
 		m.run(job.Name(), "busy", 0)
 		return nil, ErrBusy
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		t := time.NewTicker(jobLockTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if held, err := lock.Renew(ctx); err == nil && !held {
-					log.Error("job lock lost; stopping the run", "job", job.Name())
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	defer func() { _ = lock.Release(context.WithoutCancel(ctx)) }()
+	ctx, release := lock.Hold(ctx, func(why string) {
+		log.Error("job lock lost; stopping the run", "job", job.Name(), "why", why)
+	})
+	defer release()
 
 	began := time.Now()
 	log.Info("job started", "job", job.Name())

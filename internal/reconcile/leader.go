@@ -13,18 +13,15 @@ import (
 // under Context(): when the lease is lost (not renewed in time, or taken
 // over), that context is canceled and running jobs stop.
 type Leader struct {
-	lease    *store.Lease
-	ttl      time.Duration
-	log      *slog.Logger
-	mu       sync.Mutex
-	ctx      context.Context
-	cancel   context.CancelFunc
-	onChange func(bool)
+	lease *store.Lease
+	log   *slog.Logger
+	mu    sync.Mutex
+	ctx   context.Context // the current leadership, while it lasts
 }
 
-// NewLeader returns a Leader for lease; ttl is the lease's TTL.
-func NewLeader(lease *store.Lease, ttl time.Duration, log *slog.Logger) *Leader {
-	return &Leader{lease: lease, ttl: ttl, log: log}
+// NewLeader returns a Leader campaigning for lease.
+func NewLeader(lease *store.Lease, log *slog.Logger) *Leader {
+	return &Leader{lease: lease, log: log}
 }
 
 // Context returns the current leadership's context, and whether this process leads.
@@ -37,59 +34,35 @@ func (l *Leader) Context() (context.Context, bool) {
 	return l.ctx, true
 }
 
-// IsLeader reports whether this process holds the lease.
-func (l *Leader) IsLeader() bool {
-	_, ok := l.Context()
-	return ok
-}
-
 // Run campaigns until ctx ends, then gives the lease up.
 func (l *Leader) Run(ctx context.Context) {
-	tick := time.NewTicker(l.ttl / 3)
+	tick := time.NewTicker(l.lease.TTL() / 3)
 	defer tick.Stop()
-	lastHeld := time.Time{}
 	for {
-		held, err := l.lease.Acquire(ctx) // acquires, or renews what we hold
-		now := time.Now()
+		held, err := l.lease.Acquire(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			l.log.Warn("leader lease: Redis did not answer", "err", err)
-			if l.IsLeader() && now.Sub(lastHeld) > l.ttl*2/3 {
-				l.resign("lease could not be renewed in time")
-			}
 		case held:
-			lastHeld = now
-			l.take()
-		default:
-			if l.IsLeader() {
-				l.resign("lease taken by another process")
-			}
+			l.lead(ctx)
 		}
 		select {
 		case <-ctx.Done():
-			l.resign("shutting down")
-			_ = l.lease.Release(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
 		}
 	}
 }
 
-func (l *Leader) take() {
+// lead holds the lease until it is lost or ctx ends; jobs run meanwhile.
+func (l *Leader) lead(ctx context.Context) {
+	why := "shutting down"
+	held, release := l.lease.Hold(ctx, func(w string) { why = "lease " + w })
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx != nil && l.ctx.Err() == nil {
-		return
-	}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.ctx = held
+	l.mu.Unlock()
 	l.log.Info("leader: this process runs the scheduled jobs", "owner", l.lease.Owner())
-}
-
-func (l *Leader) resign(why string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel != nil && l.ctx.Err() == nil {
-		l.cancel()
-		l.log.Warn("leader: no longer running the scheduled jobs", "why", why)
-	}
+	<-held.Done()
+	release()
+	l.log.Warn("leader: no longer running the scheduled jobs", "why", why)
 }
