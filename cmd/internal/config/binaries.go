@@ -232,8 +232,11 @@ func loadReconcile(l *loader) ReconcileSection {
 	return r
 }
 
+// loadReconcileConfig reads the reconciler's Redis section without the
+// start-up cleanup: it uses none of the volatile caches, which belong to the
+// API and the worker, and must not empty theirs at each start or -once run.
 func loadReconcileConfig(l *loader) Reconcile {
-	return Reconcile{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Reconcile: loadReconcile(l)}
+	return Reconcile{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedisServer(l), AMQP: loadAMQP(l), Reconcile: loadReconcile(l)}
 }
 
 // LoadReconcile reads the configuration of cmd/reconcile.

@@ -68,11 +68,21 @@ func loadMySQL(l *loader) store.MySQLConfig {
 // prefix and the start-up cleanup of volatile keys.
 type Redis struct {
 	store.RedisConfig
-	CleanupOnStart  bool
+	CleanupOnStart  bool // false where the binary reads no cleanup settings
 	CleanupPatterns []store.CleanupPattern
 }
 
+// loadRedis reads the Redis section with its start-up cleanup, for the
+// binaries that own the volatile caches.
 func loadRedis(l *loader) Redis {
+	r := loadRedisServer(l)
+	loadRedisCleanup(l, &r)
+	return r
+}
+
+// loadRedisServer reads the Redis section without the start-up cleanup,
+// which is then off.
+func loadRedisServer(l *loader) Redis {
 	host := l.String("REDIS_HOST", RedisHostDefault, "Redis server host.")
 	port := l.Int("REDIS_PORT", RedisPortDefault, 1, 65535, "Redis server port.")
 	r := Redis{RedisConfig: store.RedisConfig{
@@ -88,6 +98,11 @@ func loadRedis(l *loader) Redis {
 	if _, err := keys.NewBuilder(r.KeyPrefix); err != nil {
 		l.errs = append(l.errs, fmt.Errorf("REDIS_KEY_PREFIX: %w", err))
 	}
+	return r
+}
+
+// loadRedisCleanup reads the start-up cleanup settings into r.
+func loadRedisCleanup(l *loader, r *Redis) {
 	r.CleanupOnStart = l.Bool("REDIS_CACHE_CLEAR_ENABLED", true,
 		"Delete volatile keys (caches) at start-up (seed 001). Persistent keys are never touched.")
 	for _, p := range l.List("REDIS_CACHE_CLEAR_PATTERNS", nil,
@@ -99,7 +114,6 @@ func loadRedis(l *loader) Redis {
 		}
 		r.CleanupPatterns = append(r.CleanupPatterns, cp)
 	}
-	return r
 }
 
 // AMQP is the RabbitMQ section: the connection, the management API and the

@@ -140,6 +140,22 @@ func TestHugeMillisecondsAreOutOfRange(t *testing.T) {
 	require.Zero(t, c.JWT.Leeway)
 }
 
+// The reconciler uses no volatile cache, so it never clears them at start-up.
+func TestReconcileDoesNotClearCaches(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadReconcile(env(map[string]string{"REDIS_CACHE_CLEAR_ENABLED": "true"}))
+	require.NoError(t, err)
+	require.False(t, c.Redis.CleanupOnStart)
+	for _, v := range config.Variables() {
+		if strings.HasPrefix(v.Name, "REDIS_CACHE_CLEAR_") {
+			require.NotContains(t, v.Binaries, "reconcile", v.Name)
+		}
+	}
+	w, err := config.LoadWorker(env(nil))
+	require.NoError(t, err)
+	require.True(t, w.Redis.CleanupOnStart, "the worker still does")
+}
+
 func TestKeyValueItemsNeedBothSides(t *testing.T) {
 	t.Parallel()
 	for _, item := range []string{"ScoreUpsertMessage", "=cn.x.Class", "ScoreUpsertMessage="} {
