@@ -20,7 +20,7 @@ func ExampleDecode() {
 	}
 	// Output:
 	// alice 12.5 350 <nil>
-	// to the DLQ: amountFen | topology: decode AgentBillingDeductMessage: field amountFen: "-1": want a decimal with at most 12 digits and 8 places
+	// to the DLQ: amountFen | topology: decode AgentBillingDeductMessage: field amountFen: "-1": negative: an amount is more than zero (a deduction or a charge is never signed)
 }
 
 func ExampleEncode() {

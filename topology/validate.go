@@ -93,15 +93,19 @@ func positivePtr[N int32 | int64](field string, v *N) error {
 
 // amountText is a plain decimal that fits DECIMAL(20,8), the ledger's column:
 // up to 12 integer digits and 8 decimal places, no sign, no exponent.
-var amountText = regexp.MustCompile(`^[0-9]{1,12}(\.[0-9]{1,8})?$`)
+var (
+	amountText  = regexp.MustCompile(`^[0-9]{1,12}(\.[0-9]{1,8})?$`)
+	plainNumber = regexp.MustCompile(`^-?([0-9]+)(\.([0-9]+))?$`)
+)
 
-// parseAmount reads an amount in fen; it must be > 0.
+// parseAmount reads an amount in fen; it must be > 0. The error says what is
+// wrong: the sign, the digits before or after the point, or the form.
 func parseAmount(field, v string) (decimal.Decimal, error) {
 	if v == "" {
 		return decimal.Decimal{}, &FieldError{Field: field, Err: errRequired}
 	}
 	if !amountText.MatchString(v) {
-		return decimal.Decimal{}, invalid(field, "%.40q: want a decimal with at most 12 digits and 8 places", v)
+		return decimal.Decimal{}, invalid(field, "%.40q: %s", v, amountProblem(v))
 	}
 	d, err := decimal.NewFromString(v)
 	if err != nil {
@@ -111,4 +115,19 @@ func parseAmount(field, v string) (decimal.Decimal, error) {
 		return decimal.Decimal{}, invalid(field, "%s: want > 0", v)
 	}
 	return d, nil
+}
+
+// amountProblem says why v, which amountText refused, is not an amount.
+func amountProblem(v string) string {
+	m := plainNumber.FindStringSubmatch(v)
+	switch {
+	case m == nil:
+		return "want a plain decimal (digits, an optional point and up to 8 places; no sign, exponent or spaces)"
+	case v[0] == '-':
+		return "negative: an amount is more than zero (a deduction or a charge is never signed)"
+	case len(m[1]) > 12:
+		return "want at most 12 digits before the point"
+	default:
+		return "want at most 8 decimal places"
+	}
 }
