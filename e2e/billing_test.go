@@ -288,15 +288,33 @@ func TestLostDeductionMessageIsChargedByTheReconciler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "45.06172844", bal.StringFixed(8))
 
+	// -json prints the result with the names the logs use, and the logs
+	// give durations as text, not integer nanoseconds.
 	jsonOut := exec.Command(filepath.Join(binDir, "reconcile"), "-once", "balance-sync", "-json")
 	jsonOut.Env = f.env.list()
+	var stderr bytes.Buffer
+	jsonOut.Stderr = &stderr
 	raw, err := jsonOut.Output()
 	require.NoError(t, err)
 	var printed struct {
-		Job    string
-		Result map[string]any
+		Job    string         `json:"job"`
+		Result map[string]any `json:"result"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &printed))
 	require.Equal(t, "balance-sync", printed.Job)
-	require.EqualValues(t, 1, printed.Result["UsersScanned"])
+	require.EqualValues(t, 1, printed.Result["users_scanned"], "%s", raw)
+	var finished struct {
+		Msg    string         `json:"msg"`
+		Took   any            `json:"took"`
+		Result map[string]any `json:"result"`
+	}
+	for line := range strings.Lines(stderr.String()) {
+		if json.Unmarshal([]byte(line), &finished) == nil && finished.Msg == "job finished" {
+			break
+		}
+	}
+	require.Equal(t, "job finished", finished.Msg, "%s", stderr.String())
+	require.IsType(t, "", finished.Took, "a duration is logged as text such as 12ms")
+	require.Regexp(t, `^[0-9.]+(ns|µs|ms|s)$`, finished.Took)
+	require.Equal(t, printed.Result, finished.Result, "-json and the log name the result alike")
 }

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		res, err := reconcile.RunJob(ctx, deps.Redis, jobs[*once](svc), metrics, log)
 		if res != nil {
 			if *asJSON {
-				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": res})
+				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": attrMap(res.LogValue())})
 			} else {
 				fmt.Fprintf(stdout, "%s: %s\n", *once, res)
 			}
@@ -150,4 +150,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// reconciler stops, not a failure.
 	log.Info("reconcile stopped")
 	return nil
+}
+
+// attrMap turns a result's log value into the object -json prints, so the
+// printed result and the logged one name each count alike.
+func attrMap(v slog.Value) any {
+	v = v.Resolve()
+	if v.Kind() != slog.KindGroup {
+		return v.Any()
+	}
+	m := make(map[string]any)
+	for _, a := range v.Group() {
+		m[a.Key] = attrMap(a.Value)
+	}
+	return m
 }

@@ -18,12 +18,21 @@ const StartupWait = 60 * time.Second
 
 // NewLogger returns the binary's structured logger; every line carries the binary's name.
 func NewLogger(w io.Writer, level slog.Level, format, binary string) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: readableDuration}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(h).With("bin", binary)
+}
+
+// readableDuration logs a duration as text ("1.5s"): the JSON handler
+// would write it as integer nanoseconds.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // retry calls op until it succeeds, ctx ends or StartupWait passes,
