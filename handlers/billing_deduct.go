@@ -91,6 +91,9 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 	// retried; the ledger row stays as it is.
 	settled, err := h.balance.Settle(ctx, store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
 		Amount: res.Amount, Seq: res.Seq, Deducted: deducted})
+	if err == nil {
+		err = settled[0].Err
+	}
 	if err != nil {
 		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", id, err)
 	}

@@ -160,7 +160,11 @@ type SettleEntry struct {
 
 // SettleResult is what settle.lua did with one entry.
 type SettleResult struct {
-	Outcome string // one of the Settle outcomes
+	Outcome string // one of the Settle outcomes; "" when Err is set
+	// Err is set when the entry could not be settled because the user's
+	// Redis data is unreadable (ErrBalanceMalformed): that user's entry is
+	// left for later, the other entries of the call are settled.
+	Err error
 	// Uncovered is the part of a deduction applied now (SettleApplied) that
 	// the balance could not take: it stops at zero. After a Redis loss the
 	// restored balance does not know deductions still in flight; when the
@@ -171,7 +175,9 @@ type SettleResult struct {
 
 // Settle runs settle.lua for each entry in one pipeline and returns each
 // outcome. It is idempotent per entry (a marker records it), so a retry after
-// a lost reply changes nothing.
+// a lost reply changes nothing. An entry of a user whose Redis balance is
+// unreadable gets its own SettleResult.Err; the error returned is for the
+// call as a whole (Redis unreachable).
 func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleResult, error) {
 	c := r.Client(keys.DBAgentBilling)
 	cmds, err := r.settlePipeline(ctx, c, entries)
@@ -209,22 +215,25 @@ func (r *Redis) settlePipeline(ctx context.Context, c *redis.Client, entries []S
 }
 
 // settleResults reads settle.lua's answers ("OUTCOME", or
-// "APPLIED|balance|uncovered"; "-2" for a malformed balance or amount).
+// "APPLIED|balance|uncovered"; "-2" for a malformed balance or amount). A
+// malformed answer is that entry's error, not the batch's.
 func settleResults(entries []SettleEntry, cmds []*redis.Cmd) ([]SettleResult, error) {
 	out := make([]SettleResult, len(cmds))
 	for i, cmd := range cmds {
+		e := entries[i]
 		res, err := cmd.Text()
 		if err != nil {
-			return nil, fmt.Errorf("store: settle %s: %w", entries[i].EntryID, err)
+			return nil, fmt.Errorf("store: settle %s of %s: %w", e.EntryID, e.Username, err)
 		}
 		if res == "-2" {
-			return nil, fmt.Errorf("store: settle %s: malformed balance or amount", entries[i].EntryID)
+			out[i].Err = fmt.Errorf("store: settle %s of %s: %w", e.EntryID, e.Username, ErrBalanceMalformed)
+			continue
 		}
 		parts := strings.Split(res, "|")
 		out[i].Outcome = parts[0]
 		if len(parts) == 3 {
 			if out[i].Uncovered, err = decimal.NewFromString(parts[2]); err != nil {
-				return nil, fmt.Errorf("store: settle %s: %q: %w", entries[i].EntryID, res, err)
+				out[i] = SettleResult{Err: fmt.Errorf("store: settle %s of %s: answer %q: %w", e.EntryID, e.Username, res, err)}
 			}
 		}
 	}

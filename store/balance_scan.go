@@ -39,8 +39,10 @@ func (r *Redis) ScanUsers(ctx context.Context, f *keys.Family, n int, each func(
 	return nil
 }
 
-// PendingOf returns the pending deductions of users, in one pipeline.
-func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]PendingDeduction, error) {
+// PendingOf returns the pending deductions of users, in one pipeline, and,
+// apart, the users whose pending hash holds an entry that cannot be read (the
+// error names it): they are left out of the first map.
+func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]PendingDeduction, map[string]error, error) {
 	cmds := make([]*redis.MapStringStringCmd, len(users))
 	_, err := r.Client(keys.DBAgentBilling).Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
@@ -49,26 +51,28 @@ func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]Pen
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: pending deductions: %w", err)
+		return nil, nil, fmt.Errorf("store: pending deductions: %w", err)
 	}
 	out := make(map[string][]PendingDeduction, len(users))
+	bad := make(map[string]error)
 	for i, u := range users {
 		pending, err := parsePending(u, cmds[i].Val())
-		if err != nil {
-			return nil, err
-		}
-		if len(pending) > 0 { // a user without pending deductions has no entry
+		switch {
+		case err != nil:
+			bad[u] = err
+		case len(pending) > 0: // a user without pending deductions has no entry
 			out[u] = pending
 		}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // HotBalance is a user's Redis side at one moment.
 type HotBalance struct {
-	Balance decimal.Decimal
-	Present bool // the balance key exists and parses
-	Pending int64
+	Balance   decimal.Decimal
+	Present   bool   // the balance key exists and parses
+	Malformed string // the key exists but holds this, which is no balance (not a decimal, or negative)
+	Pending   int64
 }
 
 // HotBalances reads the balance and the number of pending deductions of
@@ -90,8 +94,10 @@ func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]Hot
 	for i, u := range users {
 		h := HotBalance{Pending: lens[i].Val()}
 		if v, err := gets[i].Result(); err == nil {
-			if d, err := decimal.NewFromString(v); err == nil {
+			if d, err := decimal.NewFromString(v); err == nil && !d.IsNegative() {
 				h.Balance, h.Present = d, true
+			} else {
+				h.Malformed = v
 			}
 		}
 		out[u] = h

@@ -50,8 +50,9 @@ func TestPendingOfListsUsersWithPendingDeductionsOnly(t *testing.T) {
 	c := r.Client(keys.DBAgentBilling)
 	require.NoError(t, c.HSet(ctx, r.Keys().AgentPending("alice"), "d1", "1.50000000|1700000000000").Err())
 
-	got, err := r.PendingOf(ctx, []string{"alice", "bob"})
+	got, bad, err := r.PendingOf(ctx, []string{"alice", "bob"})
 	require.NoError(t, err)
+	require.Empty(t, bad)
 	require.Len(t, got, 1)
 	require.Len(t, got["alice"], 1)
 	require.Equal(t, "d1", got["alice"][0].ID)
@@ -59,8 +60,10 @@ func TestPendingOfListsUsersWithPendingDeductionsOnly(t *testing.T) {
 	require.Equal(t, int64(1700000000000), got["alice"][0].At.UnixMilli())
 
 	require.NoError(t, c.HSet(ctx, r.Keys().AgentPending("bob"), "d2", "oops").Err())
-	_, err = r.PendingOf(ctx, []string{"bob"})
-	require.EqualError(t, err, `store: pending deduction d2 of bob: malformed entry "oops"`)
+	got, bad, err = r.PendingOf(ctx, []string{"bob", "alice"})
+	require.NoError(t, err, "one user's bad entry is that user's error")
+	require.EqualError(t, bad["bob"], `store: pending deduction d2 of bob: malformed entry "oops"`)
+	require.Len(t, got["alice"], 1)
 	_, err = r.PendingDeductions(ctx, "bob")
 	require.EqualError(t, err, `store: pending deduction d2 of bob: malformed entry "oops"`)
 }

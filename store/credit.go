@@ -86,6 +86,9 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	if err != nil {
 		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
 	}
+	if out[0].Err != nil {
+		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (balance-sync reports the user): %w", c.ID, c.Username, out[0].Err)
+	}
 	res.Settle = out[0].Outcome
 	return res, MarkSettled(ctx, db, EntryKey{c.Username, LedgerRecharge, c.ID})
 }

@@ -263,11 +263,26 @@ func entryKeysIn(keys []EntryKey) (string, []any) {
 	return b.String(), args
 }
 
+// Key is the entry's unique key.
+func (e LedgerEntry) Key() EntryKey {
+	return EntryKey{Username: e.Username, Kind: e.Kind, EntryID: e.EntryID}
+}
+
+// Key is the ledger key of the entry to settle.
+func (e SettleEntry) Key() EntryKey {
+	kind := LedgerDeduct
+	if e.Kind == SettleCredit {
+		kind = LedgerRecharge
+	}
+	return EntryKey{Username: e.Username, Kind: kind, EntryID: e.EntryID}
+}
+
 // Unsettled lists up to limit ledger entries whose Redis side is not done,
-// written before cutoff (a crash or a Redis error left them).
-func Unsettled(ctx context.Context, db *gorm.DB, cutoff time.Time, limit int) ([]LedgerEntry, error) {
+// written before cutoff (a crash or a Redis error left them), with ids above
+// after, in id order: a caller pages on with the last id it got.
+func Unsettled(ctx context.Context, db *gorm.DB, cutoff time.Time, after uint64, limit int) ([]LedgerEntry, error) {
 	var rows []LedgerEntry
-	err := db.WithContext(ctx).Where("settled_at IS NULL AND created_at < ?", cutoff.UTC()).Order("created_at").Limit(limit).Find(&rows).Error
+	err := db.WithContext(ctx).Where("settled_at IS NULL AND created_at < ? AND id > ?", cutoff.UTC(), after).Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: unsettled ledger entries: %w", err)
 	}

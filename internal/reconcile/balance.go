@@ -71,6 +71,7 @@ type BalanceResult struct {
 	Adjustments    int // ADJUST ledger rows written
 	Busy           int // users skipped: pending deductions or recent ledger activity
 	LateCleaned    int // leftovers of Redis re-initialisations removed
+	Unreadable     int // users skipped because their Redis data cannot be read (each logged with the key's value)
 	Errors         int
 }
 
@@ -87,8 +88,19 @@ func (r BalanceResult) items() []counter {
 		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
 		{"pending_cleared", "pending cleared", r.PendingCleared}, {"settled", "settled", r.Settled},
 		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments},
-		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"errors", "errors", r.Errors},
+		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"unreadable", "unreadable", r.Unreadable},
+		{"errors", "errors", r.Errors},
 	}
+}
+
+// Count returns the count the logs name name ("users_scanned", ...), or 0.
+func (r BalanceResult) Count(name string) int {
+	for _, it := range r.items() {
+		if it.name == name {
+			return it.n
+		}
+	}
+	return 0
 }
 
 func (r BalanceResult) String() string {
@@ -122,9 +134,12 @@ func (j *BalanceSync) RunOnce(ctx context.Context) (Result, error) {
 func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) error {
 	cutoff := j.now().Add(-j.cfg.PendingAge)
 	return j.rdb.ScanUsers(ctx, keys.AgentPending, j.cfg.Batch, func(users []string) error {
-		pending, err := j.rdb.PendingOf(ctx, users)
+		pending, bad, err := j.rdb.PendingOf(ctx, users)
 		if err != nil {
 			return err
+		}
+		for user, err := range bad {
+			j.unreadable(res, user, err)
 		}
 		var debits []store.Debit
 		for user, entries := range pending {
@@ -149,7 +164,6 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 		return err
 	}
 	var settle []store.SettleEntry
-	var marks []store.EntryKey
 	for i, r := range results {
 		d := debits[i]
 		switch {
@@ -171,60 +185,81 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 		}
 		settle = append(settle, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
 			Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall)})
-		marks = append(marks, store.EntryKey{Username: d.Username, Kind: store.LedgerDeduct, EntryID: d.ID})
 	}
 	if len(settle) == 0 {
 		return nil
 	}
-	if err := j.settle(ctx, settle); err != nil {
-		return err
-	}
-	return store.MarkSettled(ctx, j.db, marks...)
+	_, err = j.settle(ctx, settle, res)
+	return err
 }
 
-// settle reflects entries in the Redis balances, and says which deductions
-// the balance could not take in full (SettleResult.Uncovered).
-func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry) error {
+// settle reflects entries in the Redis balances and records in MySQL those
+// it settled, which it returns. It says which deductions the balance could
+// not take in full (SettleResult.Uncovered); an entry of a user whose Redis
+// data is unreadable is reported and left unsettled.
+func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry, res *BalanceResult) (int, error) {
 	out, err := j.rdb.Settle(ctx, entries...)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var marks []store.EntryKey
 	for i, r := range out {
+		e := entries[i]
+		if r.Err != nil {
+			j.unreadable(res, e.Username, r.Err)
+			continue
+		}
 		if r.Uncovered.IsPositive() {
 			j.log.Warn("deduction settled after a Redis loss on a balance already spent; the part it could not take is forgiven",
-				"user", entries[i].Username, "deduction", entries[i].EntryID, "uncovered", r.Uncovered)
+				"user", e.Username, "deduction", e.EntryID, "uncovered", r.Uncovered)
 		}
+		marks = append(marks, e.Key())
 	}
-	return nil
+	return len(marks), store.MarkSettled(ctx, j.db, marks...)
+}
+
+// unreadable reports a user whose Redis data cannot be read; the run goes
+// on with the others. Each run reports it again until someone mends the key
+// (deleting a malformed balance makes the next request initialise it from
+// MySQL).
+func (j *BalanceSync) unreadable(res *BalanceResult, user string, err error) {
+	res.Unreadable++
+	j.log.Error("user skipped: Redis data unreadable", "user", user, "err", err)
 }
 
 // settleLeftovers finishes the Redis side of ledger entries a crash or a
-// Redis error left unsettled for longer than PendingAge.
+// Redis error left unsettled for longer than PendingAge. It pages past the
+// entries it cannot settle (their users' Redis data is unreadable), so they
+// cannot hold back the ones after them.
 func (j *BalanceSync) settleLeftovers(ctx context.Context, res *BalanceResult) error {
 	cutoff := j.now().Add(-j.cfg.PendingAge)
+	var after uint64
 	for {
-		rows, err := store.Unsettled(ctx, j.db, cutoff, j.cfg.Batch)
+		rows, err := store.Unsettled(ctx, j.db, cutoff, after, j.cfg.Batch)
 		if err != nil || len(rows) == 0 {
 			return err
 		}
+		after = rows[len(rows)-1].ID
 		var settle []store.SettleEntry
-		var marks []store.EntryKey
+		var marks []store.EntryKey // entries with no Redis side (adjustments)
 		for _, row := range rows {
 			if e, ok := store.SettleEntryOf(row); ok {
 				settle = append(settle, e)
-			}
-			marks = append(marks, store.EntryKey{Username: row.Username, Kind: row.Kind, EntryID: row.EntryID})
-		}
-		if len(settle) > 0 {
-			if err := j.settle(ctx, settle); err != nil {
-				return err
+			} else {
+				marks = append(marks, row.Key())
 			}
 		}
 		if err := store.MarkSettled(ctx, j.db, marks...); err != nil {
 			return err
 		}
-		res.Settled += len(settle)
-		j.log.Warn("settled ledger entries left unsettled", "entries", len(settle))
+		if len(settle) > 0 {
+			n, err := j.settle(ctx, settle, res)
+			if err != nil {
+				return err
+			}
+			res.Settled += n
+			j.log.Warn("settled ledger entries left unsettled", "entries", n)
+		}
 		if len(rows) < j.cfg.Batch {
 			return nil
 		}
@@ -247,7 +282,11 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 		for _, row := range rows {
 			res.UsersScanned++
 			h := hot[row.Username]
+			h.Balance = h.Balance.Round(store.MoneyScale) // MySQL holds 8 places; more would be drift no ADJUST can write
 			switch {
+			case h.Malformed != "":
+				j.unreadable(res, row.Username, fmt.Errorf("balance %.40q: %w", h.Malformed, store.ErrBalanceMalformed))
+				continue
 			case !h.Present:
 				continue
 			case h.Pending > 0, row.Unsettled, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
