@@ -11,7 +11,6 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
-	"github.com/shopspring/decimal"
 )
 
 // Ledger applies debits to MySQL exactly once (a group-committing
@@ -22,10 +21,13 @@ type Ledger interface {
 	MarkSettled(ctx context.Context, entries ...store.EntryKey) error
 }
 
-// BalanceSettler reflects committed ledger entries in the Redis balance.
+// BalanceSettler reflects committed ledger entries in the Redis balance
+// (Settle), and deals with a pending record met again by an entry settled
+// before (Resettle: cleared when it is the entry's own, refunded when it is
+// a second charge of the id).
 type BalanceSettler interface {
 	Settle(ctx context.Context, entries ...store.SettleEntry) ([]store.SettleResult, error)
-	ClearPending(ctx context.Context, username, id string, deducted decimal.Decimal) error
+	Resettle(ctx context.Context, e store.SettleEntry) (store.ResettleResult, error)
 }
 
 // BillingDeduct persists a Redis-side deduction to MySQL exactly once
@@ -64,6 +66,7 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 		Username: m.Username, ID: id, Amount: amount, ModelName: m.ModelName,
 		InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: h.now(), Source: "consumer",
 		SelfSettled: !fromIsle, // the producer's own script keeps its Redis balance
+		Ref:         m.PendingRef, RequestHash: m.RequestHash,
 	})
 	if err != nil {
 		return fmt.Errorf("apply deduction %s of %s: %w", id, m.Username, err) // retried
@@ -74,23 +77,21 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 	if res.Shortfall.IsPositive() {
 		h.log.WarnContext(ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", id, "shortfall", res.Shortfall)
 	}
-	deducted := res.Amount.Add(res.Shortfall)
+	entry := store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
+		Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall), Ref: res.Ref, RequestHash: res.RequestHash}
 	if res.Settled {
 		if !fromIsle {
 			return nil
 		}
-		// Applied and settled before (a redelivery, or the reconciler): only
-		// a pending record may be left, from a retry taken after a Redis loss.
-		if err := h.balance.ClearPending(ctx, m.Username, id, deducted); err != nil {
-			h.log.WarnContext(ctx, "could not clear a pending deduction; the reconciler will", "deduction", id, "err", err)
-		}
+		// Applied and settled before (a redelivery, the reconciler, or a
+		// second charge of the id): a pending record of the id may be left.
+		h.resettle(ctx, entry)
 		return nil
 	}
 	// Applied now, or applied before by a process that died before the Redis
 	// side: settle it (idempotent), then record that in MySQL. A failure is
 	// retried; the ledger row stays as it is.
-	settled, err := h.balance.Settle(ctx, store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
-		Amount: res.Amount, Seq: res.Seq, Deducted: deducted})
+	settled, err := h.balance.Settle(ctx, entry)
 	if err == nil {
 		err = settled[0].Err
 	}
@@ -105,6 +106,19 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 		return fmt.Errorf("deduction %s settled, recording it: %w", id, err)
 	}
 	return nil
+}
+
+// resettle clears or refunds a pending record of an entry settled before.
+// A failure is left to balance-sync, which finds the record when it is old.
+func (h *BillingDeduct) resettle(ctx context.Context, e store.SettleEntry) {
+	out, err := h.balance.Resettle(ctx, e)
+	switch {
+	case err != nil:
+		h.log.WarnContext(ctx, "could not deal with a pending record of a settled deduction; balance-sync will", "deduction", e.EntryID, "err", err)
+	case out.Outcome == store.ResettleRefunded:
+		h.log.WarnContext(ctx, "request id charged again after Redis forgot it; the second charge is refunded",
+			"user", e.Username, "deduction", e.EntryID, "refunded", out.Refunded)
+	}
 }
 
 // fitKey keeps a derived idempotency key within its column: a longer one is

@@ -2,9 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ var (
 	ErrBalanceMissing   = errors.New("store: balance not initialised")     // "-1": initialise with InitBalance, run again
 	ErrBalanceMalformed = errors.New("store: balance or amount malformed") // "-2"
 	ErrBalanceEmpty     = errors.New("store: balance is zero")             // "-3"
+	// ErrRequestConflict: the deduction id was charged before for a request
+	// with another body; nothing changed (Taken.Deducted is the first charge).
+	ErrRequestConflict = errors.New("store: the deduction id was charged for another request body")
 )
 
 // Taken is the outcome of DeductBalance.
@@ -28,6 +32,7 @@ type Taken struct {
 	Balance  decimal.Decimal // balance after the deduction
 	Deducted decimal.Decimal // min(balance before, amount): cap at zero
 	Replayed bool            // the id was deducted before; nothing changed and the first result is returned
+	Ref      string          // the charge's nonce: the request's, or the first charge's for a replay ("" when unknown)
 }
 
 // DeductRequest asks to take Amount fen from Username's hot balance.
@@ -36,12 +41,28 @@ type DeductRequest struct {
 	ID       string          // deduction id (the API request id): the same id deducts once
 	Amount   decimal.Decimal // rounded half-up to 8 places; must be more than zero
 	Now      time.Time       // recorded in the pending entry
+	// Ref is a nonce drawn for this charge (NewRef): it tells this charge
+	// apart from another charge of the same id taken after Redis forgot
+	// this one (Resettle).
+	Ref string
+	// RequestHash identifies the request's body (RequestHash): the same id
+	// with another body is ErrRequestConflict. "" does not compare.
+	RequestHash string
+	Usage       *UsageData // kept with the pending record, for balance-sync
+}
+
+// NewRef draws a charge's nonce: 16 hex digits from crypto/rand.
+func NewRef() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // DeductBalance runs deduct.lua: it takes min(balance, amount) from the
 // user's balance and records the deduction as pending, atomically. Running it
 // again with the same id, also after a client-side retry whose first reply was
-// lost, changes nothing and returns the first result with Replayed set.
+// lost, changes nothing and returns the first result with Replayed set; with
+// another request hash it returns ErrRequestConflict and the first charge.
 func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Taken, error) {
 	amount := req.Amount.Round(MoneyScale)
 	if !amount.IsPositive() {
@@ -50,10 +71,13 @@ func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Taken, er
 	if req.Username == "" || req.ID == "" {
 		return Taken{}, fmt.Errorf("store: deduct: username and deduction id are required")
 	}
+	if strings.Contains(req.Ref+req.RequestHash, "|") || req.Usage != nil && strings.Contains(req.Usage.Model, "|") {
+		return Taken{}, fmt.Errorf("store: deduct %s: ref, hash and usage may not hold \"|\"", req.ID)
+	}
 	c := r.Client(keys.DBAgentBilling)
 	k := []string{r.keys.AgentBalance(req.Username), r.keys.AgentPending(req.Username), r.keys.AgentDeduction(req.Username, req.ID)}
-	res, err := deductScript.Run(ctx, c, k,
-		amount.StringFixed(MoneyScale), req.ID, req.Now.UnixMilli(), int64(keys.DeductionMarkerTTL/time.Second)).Text()
+	res, err := deductScript.Run(ctx, c, k, amount.StringFixed(MoneyScale), req.ID, req.Now.UnixMilli(),
+		int64(keys.DeductionMarkerTTL/time.Second), req.Ref, req.RequestHash, req.Usage.String()).Text()
 	if err != nil {
 		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, err)
 	}
@@ -65,12 +89,28 @@ func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Taken, er
 	case "-3":
 		return Taken{}, ErrBalanceEmpty
 	}
-	return parseDeduction(res)
+	t, err := parseDeduction(res)
+	if err != nil {
+		return t, err // ErrRequestConflict comes with the first charge
+	}
+	if !t.Replayed {
+		t.Ref = req.Ref
+	}
+	return t, nil
 }
 
+// parseDeduction reads "OK|balance|deducted", "DUP|balance|deducted|ref" or
+// "CONFLICT|deducted".
 func parseDeduction(res string) (Taken, error) {
 	parts := strings.Split(res, "|")
-	if len(parts) != 3 || (parts[0] != "OK" && parts[0] != "DUP") {
+	if parts[0] == "CONFLICT" && len(parts) == 2 {
+		ded, err := decimal.NewFromString(parts[1])
+		if err != nil {
+			return Taken{}, fmt.Errorf("store: deduct: result %q: %w", res, err)
+		}
+		return Taken{Deducted: ded, Replayed: true}, ErrRequestConflict
+	}
+	if !(parts[0] == "OK" && len(parts) == 3) && !(parts[0] == "DUP" && len(parts) == 4) {
 		return Taken{}, fmt.Errorf("store: deduct: unexpected script result %q", res)
 	}
 	bal, err1 := decimal.NewFromString(parts[1])
@@ -78,7 +118,11 @@ func parseDeduction(res string) (Taken, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return Taken{}, fmt.Errorf("store: deduct: result %q: %w", res, err)
 	}
-	return Taken{Balance: bal, Deducted: ded, Replayed: parts[0] == "DUP"}, nil
+	t := Taken{Balance: bal, Deducted: ded, Replayed: parts[0] == "DUP"}
+	if t.Replayed {
+		t.Ref = parts[3]
+	}
+	return t, nil
 }
 
 // InitBalance initialises a user's hot balance from what MySQL read — the
@@ -95,7 +139,7 @@ func (r *Redis) InitBalance(ctx context.Context, username string, balance decima
 	args := []any{balance.StringFixed(MoneyScale), readSeq, time.Now().UnixMilli(), int64(keys.DeductionMarkerTTL / time.Second)}
 	for _, d := range recent {
 		k = append(k, r.keys.AgentDeduction(username, d.ID))
-		args = append(args, d.Amount.StringFixed(MoneyScale))
+		args = append(args, markerValue(d.Amount, d.Ref, d.RequestHash))
 	}
 	res, err := initBalanceScript.Run(ctx, r.Client(keys.DBAgentBilling), k, args...).Text()
 	if err != nil {
@@ -113,8 +157,10 @@ func (r *Redis) InitBalance(ctx context.Context, username string, balance decima
 // RecentDeduction is a deduction id the ledger has, restored as an
 // idempotency marker when a balance is initialised.
 type RecentDeduction struct {
-	ID     string
-	Amount decimal.Decimal // what it took, positive
+	ID          string
+	Amount      decimal.Decimal // what it took, positive
+	Ref         string
+	RequestHash string
 }
 
 // Balance returns a user's hot balance, or ErrBalanceMissing.
@@ -156,6 +202,16 @@ type SettleEntry struct {
 	Amount   decimal.Decimal // what the ledger applied, positive
 	Seq      uint64          // its per-user ledger sequence
 	Deducted decimal.Decimal // a deduction: what the hot balance took (the ledger's amount plus its shortfall); zero = Amount
+	// A deduction's ref and request hash, as its ledger row holds them
+	// (the idempotency marker is set from them).
+	Ref, RequestHash string
+}
+
+func (e SettleEntry) deducted() decimal.Decimal {
+	if e.Deducted.IsZero() {
+		return e.Amount
+	}
+	return e.Deducted
 }
 
 // SettleResult is what settle.lua did with one entry.
@@ -202,12 +258,8 @@ func (r *Redis) settlePipeline(ctx context.Context, c *redis.Client, entries []S
 		for i, e := range entries {
 			k := []string{r.keys.AgentBalance(e.Username), r.keys.AgentPending(e.Username), r.keys.AgentBalanceInit(e.Username),
 				r.keys.AgentBalanceLate(e.Username), r.keys.AgentSettled(e.Username, e.Kind, e.EntryID), r.keys.AgentDeduction(e.Username, e.EntryID)}
-			deducted := e.Deducted
-			if deducted.IsZero() {
-				deducted = e.Amount
-			}
 			cmds[i] = settleScript.EvalSha(ctx, p, k, e.Kind, e.EntryID, e.Amount.StringFixed(MoneyScale), e.Seq,
-				int64(keys.DeductionMarkerTTL/time.Second), time.Now().UnixMilli(), deducted.StringFixed(MoneyScale))
+				int64(keys.DeductionMarkerTTL/time.Second), time.Now().UnixMilli(), markerValue(e.deducted(), e.Ref, e.RequestHash))
 		}
 		return nil
 	})
@@ -236,53 +288,6 @@ func settleResults(entries []SettleEntry, cmds []*redis.Cmd) ([]SettleResult, er
 				out[i] = SettleResult{Err: fmt.Errorf("store: settle %s of %s: answer %q: %w", e.EntryID, e.Username, res, err)}
 			}
 		}
-	}
-	return out, nil
-}
-
-// PendingDeduction is one entry of a user's pending hash.
-type PendingDeduction struct {
-	ID       string
-	Deducted decimal.Decimal
-	At       time.Time
-}
-
-// ClearPending removes a deduction MySQL already has from the user's
-// pending hash, and makes sure its idempotency marker exists (a Redis loss
-// may have taken it), so a client retrying the request is not charged again.
-func (r *Redis) ClearPending(ctx context.Context, username, id string, deducted decimal.Decimal) error {
-	_, err := r.Client(keys.DBAgentBilling).Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, r.keys.AgentPending(username), id)
-		p.SetNX(ctx, r.keys.AgentDeduction(username, id), deducted.StringFixed(MoneyScale), keys.DeductionMarkerTTL)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: clear pending %s of %s: %w", id, username, err)
-	}
-	return nil
-}
-
-// PendingDeductions lists a user's deductions that no consumer has applied yet.
-func (r *Redis) PendingDeductions(ctx context.Context, username string) ([]PendingDeduction, error) {
-	m, err := r.Client(keys.DBAgentBilling).HGetAll(ctx, r.keys.AgentPending(username)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("store: pending deductions of %s: %w", username, err)
-	}
-	return parsePending(username, m)
-}
-
-// parsePending reads a user's pending hash: deduction id -> "amount|ms",
-// as deduct.lua writes it.
-func parsePending(username string, m map[string]string) ([]PendingDeduction, error) {
-	out := make([]PendingDeduction, 0, len(m))
-	for id, v := range m {
-		amount, at, ok := strings.Cut(v, "|")
-		d, err := decimal.NewFromString(amount)
-		ms, err2 := strconv.ParseInt(at, 10, 64)
-		if !ok || err != nil || err2 != nil {
-			return nil, fmt.Errorf("store: pending deduction %s of %s: malformed entry %q", id, username, v)
-		}
-		out = append(out, PendingDeduction{ID: id, Deducted: d, At: time.UnixMilli(ms)})
 	}
 	return out, nil
 }

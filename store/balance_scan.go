@@ -39,34 +39,6 @@ func (r *Redis) ScanUsers(ctx context.Context, f *keys.Family, n int, each func(
 	return nil
 }
 
-// PendingOf returns the pending deductions of users, in one pipeline, and,
-// apart, the users whose pending hash holds an entry that cannot be read (the
-// error names it): they are left out of the first map.
-func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]PendingDeduction, map[string]error, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(users))
-	_, err := r.Client(keys.DBAgentBilling).Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, u := range users {
-			cmds[i] = p.HGetAll(ctx, r.keys.AgentPending(u))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: pending deductions: %w", err)
-	}
-	out := make(map[string][]PendingDeduction, len(users))
-	bad := make(map[string]error)
-	for i, u := range users {
-		pending, err := parsePending(u, cmds[i].Val())
-		switch {
-		case err != nil:
-			bad[u] = err
-		case len(pending) > 0: // a user without pending deductions has no entry
-			out[u] = pending
-		}
-	}
-	return out, bad, nil
-}
-
 // HotBalance is a user's Redis side at one moment.
 type HotBalance struct {
 	Balance   decimal.Decimal

@@ -150,7 +150,7 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 		if err := tx.Select("balance_fen", "ledger_seq").Where("username = ?", username).Take(&u).Error; err != nil {
 			return err
 		}
-		return tx.Select("entry_id", "amount_fen", "shortfall_fen").
+		return tx.Select("entry_id", "pending_ref", "request_hash", "amount_fen", "shortfall_fen").
 			Where("username = ? AND kind = ? AND created_at > ?", username, LedgerDeduct, time.Now().Add(-RestoreWindow).UTC()).
 			Order("created_at DESC").Limit(RestoreMax).Find(&recent).Error // the newest, read backwards in (username, created_at)
 	}, &sql.TxOptions{ReadOnly: true})
@@ -162,7 +162,7 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 	}
 	markers := make([]RecentDeduction, len(recent))
 	for i, e := range recent {
-		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.Deducted()}
+		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.Deducted(), Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}
 	}
 	return r.InitBalance(ctx, username, u.BalanceFen, u.LedgerSeq, markers...)
 }

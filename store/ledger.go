@@ -29,6 +29,8 @@ type Debit struct {
 	// SelfSettled marks a deduction whose producer keeps its Redis balance
 	// itself (no pending record here): the row is settled when written.
 	SelfSettled bool
+	Ref         string // the nonce of the hot-balance charge (DeductRequest.Ref); "" unknown
+	RequestHash string // the request body's hash; "" unknown
 }
 
 // DebitResult says what ApplyDebits did with one debit.
@@ -39,6 +41,9 @@ type DebitResult struct {
 	Amount    decimal.Decimal // taken from MySQL (positive): Debit.Amount minus the shortfall
 	Shortfall decimal.Decimal // what the MySQL balance could not cover (money forgiven after a Redis loss)
 	Err       error           // a debit that can never apply (ErrUnknownUser); the others went on
+	// The row's ref and request hash: the debit's when Applied, else what
+	// the row written before holds.
+	Ref, RequestHash string
 }
 
 // ApplyDebits applies debits to MySQL in one transaction: one ledger row
@@ -71,6 +76,7 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		return nil, err
 	}
 	var rows []LedgerEntry
+	var fill []Debit                 // rows written without a model (from a pending record of an older build), to complete
 	first := make(map[[2]string]int) // a deduction twice in one batch applies once
 	dupOf := make(map[int]int)
 	for i, d := range debits {
@@ -89,14 +95,22 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		case len(d.ID) > 128 || len(d.Username) > 64:
 			results[i].Err = fmt.Errorf("debit %q of %q: id over 128 or username over 64 bytes", d.ID, d.Username)
 		case found:
-			results[i] = DebitResult{Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil}
+			results[i] = DebitResult{Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil,
+				Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}
+			if e.ModelName == nil && d.ModelName != "" {
+				fill = append(fill, d)
+			}
 		default:
 			took := decimal.Min(d.Amount, bal.Balance)
 			bal.Balance, bal.Seq = bal.Balance.Sub(took), bal.Seq+1
 			balances[d.Username] = bal
-			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took), Settled: d.SelfSettled}
+			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took), Settled: d.SelfSettled,
+				Ref: d.Ref, RequestHash: d.RequestHash}
 			rows = append(rows, debitRow(d, took, bal.Seq))
 		}
+	}
+	if err := fillUsage(tx, fill); err != nil {
+		return nil, err
 	}
 	if len(rows) > 0 {
 		if err := tx.Omit("id", "created_at").Create(&rows).Error; err != nil {
@@ -116,12 +130,10 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 func debitRow(d Debit, took decimal.Decimal, seq uint64) LedgerEntry {
 	row := LedgerEntry{
 		Username: d.Username, Kind: LedgerDeduct, EntryID: d.ID, Seq: seq, AmountFen: took.Neg(), ShortfallFen: d.Amount.Sub(took),
-		Source: d.Source, OccurredAt: d.OccurredAt.UTC(),
+		Source: d.Source, OccurredAt: d.OccurredAt.UTC(), PendingRef: nonEmpty(d.Ref), RequestHash: nonEmpty(d.RequestHash),
+		ModelName: nonEmpty(d.ModelName),
 	}
-	if d.ModelName != "" {
-		row.ModelName = &d.ModelName
-	}
-	in, out := uint32(min(max(d.InputTokens, 0), 1<<32-1)), uint32(min(max(d.OutputTokens, 0), 1<<32-1))
+	in, out := tokenCount(d.InputTokens), tokenCount(d.OutputTokens)
 	row.InputTokens, row.OutputTokens = &in, &out
 	if d.SelfSettled {
 		now := time.Now().UTC()
@@ -132,6 +144,25 @@ func debitRow(d Debit, took decimal.Decimal, seq uint64) LedgerEntry {
 		row.Reason = &reason
 	}
 	return row
+}
+
+// tokenCount fits a token count into the ledger's INT UNSIGNED column.
+func tokenCount(n int64) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
+
+// fillUsage completes rows written before their message arrived — by
+// balance-sync from a pending record that carried no usage — with the
+// model and token counts the message brings. Only a row without a model
+// is touched, so a redelivery writes nothing.
+func fillUsage(tx *gorm.DB, debits []Debit) error {
+	for _, d := range debits {
+		err := tx.Model(&LedgerEntry{}).
+			Where("username = ? AND kind = ? AND entry_id = ? AND model_name IS NULL", d.Username, LedgerDeduct, d.ID).
+			Updates(map[string]any{"model_name": d.ModelName, "input_tokens": tokenCount(d.InputTokens), "output_tokens": tokenCount(d.OutputTokens)}).Error
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func usernamesOf(debits []Debit) []string {
@@ -294,7 +325,7 @@ func SettleEntryOf(e LedgerEntry) (SettleEntry, bool) {
 	switch e.Kind {
 	case LedgerDeduct:
 		return SettleEntry{Username: e.Username, Kind: SettleDeduction, EntryID: e.EntryID, Amount: e.AmountFen.Neg(), Seq: e.Seq,
-			Deducted: e.Deducted()}, true
+			Deducted: e.Deducted(), Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}, true
 	case LedgerRecharge:
 		return SettleEntry{Username: e.Username, Kind: SettleCredit, EntryID: e.EntryID, Amount: e.AmountFen, Seq: e.Seq}, true
 	}

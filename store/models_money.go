@@ -35,6 +35,8 @@ type LedgerEntry struct {
 	Username     string          `gorm:"column:username"`
 	Kind         string          `gorm:"column:kind"`
 	EntryID      string          `gorm:"column:entry_id"`
+	PendingRef   *string         `gorm:"column:pending_ref"`                      // a deduction: the nonce of the hot-balance charge it records
+	RequestHash  *string         `gorm:"column:request_hash"`                     // a deduction: the hash of its request's body
 	Seq          uint64          `gorm:"column:seq"`                              // per user, in commit order
 	AmountFen    decimal.Decimal `gorm:"column:amount_fen;type:decimal(20,8)"`    // negative for a deduction
 	ShortfallFen decimal.Decimal `gorm:"column:shortfall_fen;type:decimal(20,8)"` // what a deduction could not take
@@ -93,3 +95,17 @@ type UsageEvent struct {
 }
 
 func (UsageEvent) TableName() string { return "agent_usage_event" }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -28,5 +28,6 @@ var (
 	slidingScript     = script("sliding_window.lua")
 	initBalanceScript = script("init_balance.lua")
 	settleScript      = script("settle.lua")
+	resettleScript    = script("resettle.lua")
 	cacheFillScript   = script("cache_fill.lua")
 )

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,46 @@ func TestLock(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, released)
 	require.Zero(t, c.Exists(ctx, key).Val())
+}
+
+// deduct.lua's idempotency marker keeps the first charge's amount, ref and
+// request hash: the same id answers a replay with them, or a conflict for
+// another body; a marker of an older build (amount only) answers a replay.
+func TestDeductMarkerAnswersReplayOrConflict(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := r.InitBalance(ctx, "ivy", dec("10"), 0)
+	require.NoError(t, err)
+	taken := func(tk store.Taken) string {
+		return fmt.Sprintf("balance %s deducted %s replayed %t ref %q", tk.Balance.StringFixed(8), tk.Deducted.StringFixed(8), tk.Replayed, tk.Ref)
+	}
+	req := store.DeductRequest{Username: "ivy", ID: "r1", Amount: dec("3"), Now: time.UnixMilli(1700000000000), Ref: "aaaa", RequestHash: "h1",
+		Usage: &store.UsageData{Model: "m", Input: 3, CostMF: 300000000}}
+	got, err := r.DeductBalance(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, `balance 7.00000000 deducted 3.00000000 replayed false ref "aaaa"`, taken(got))
+	pending, err := r.PendingDeductions(ctx, "ivy")
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	p := pending[0]
+	require.Equal(t, "r1 3.00000000 1700000000000 aaaa h1", fmt.Sprintf("%s %s %d %s %s", p.ID, p.Deducted.StringFixed(8), p.At.UnixMilli(), p.Ref, p.RequestHash))
+	require.Equal(t, &store.UsageData{Model: "m", Input: 3, CostMF: 300000000}, p.Usage)
+
+	req.Ref = "bbbb" // a client's retry draws a new ref; the first charge's comes back
+	got, err = r.DeductBalance(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, `balance 7.00000000 deducted 3.00000000 replayed true ref "aaaa"`, taken(got))
+
+	req.RequestHash, req.Amount = "h2", dec("5")
+	got, err = r.DeductBalance(ctx, req)
+	require.ErrorIs(t, err, store.ErrRequestConflict)
+	require.Equal(t, "3.00000000", got.Deducted.StringFixed(8), "the first charge")
+	require.Equal(t, "7.00000000", balance(t, r, "ivy"), "nothing taken")
+
+	c := r.Client(keys.DBAgentBilling)
+	require.NoError(t, c.Set(ctx, r.Keys().AgentDeduction("ivy", "old"), "2.50000000", time.Hour).Err())
+	got, err = r.DeductBalance(ctx, store.DeductRequest{Username: "ivy", ID: "old", Amount: dec("9"), Now: time.Now(), Ref: "cccc", RequestHash: "h9"})
+	require.NoError(t, err, "an older marker knows no hash: a replay")
+	require.Equal(t, `balance 7.00000000 deducted 2.50000000 replayed true ref ""`, taken(got))
 }

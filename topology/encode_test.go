@@ -65,11 +65,11 @@ func TestEncodeAgentBillingDeduct(t *testing.T) {
 	t.Parallel()
 	body, err := topology.Encode(topology.AgentBillingDeduct{
 		DeductionID: "req-1", Username: "alice", AmountFen: "12.34567890",
-		ModelName: "deepseek-chat", InputTokens: 1200, OutputTokens: 350,
+		ModelName: "deepseek-chat", InputTokens: 1200, OutputTokens: 350, PendingRef: "9f86d081884c7d65",
 	})
 	require.NoError(t, err)
 	want := `{"deductionId":"req-1","username":"alice","amountFen":"12.34567890","modelName":"deepseek-chat",` +
-		`"inputTokens":1200,"outputTokens":350,"lastError":null}`
+		`"inputTokens":1200,"outputTokens":350,"lastError":null,"pendingRef":"9f86d081884c7d65","requestHash":null}`
 	require.JSONEq(t, want, string(body))
 	require.Equal(t, want, string(body), "fields in the seed's order")
 }

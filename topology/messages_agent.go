@@ -4,7 +4,9 @@ import "github.com/shopspring/decimal"
 
 // AgentBillingDeduct is AgentBillingDeductMessage (domain "agent-billing"): a
 // deduction already taken from the Redis balance, to apply to MySQL once.
-// DeductionID is Isle's addition (SPEC 2): the API request id.
+// DeductionID, PendingRef and RequestHash are Isle's additions (SPEC 2): the
+// API request id, the nonce of the hot-balance charge, and the hash of the
+// request's body; a Spring producer sends none of them.
 type AgentBillingDeduct struct {
 	DeductionID  string `json:"deductionId"`
 	Username     string `json:"username"`
@@ -13,6 +15,8 @@ type AgentBillingDeduct struct {
 	InputTokens  int32  `json:"inputTokens"`
 	OutputTokens int32  `json:"outputTokens"`
 	LastError    string `json:"lastError"`
+	PendingRef   string `json:"pendingRef"`
+	RequestHash  string `json:"requestHash"`
 }
 
 // AgentUsageStats is AgentUsageStatsMessage (domain "agent-usage-stats"):
@@ -38,6 +42,8 @@ func (m AgentBillingDeduct) Validate() error {
 	_, amount := parseAmount("amountFen", m.AmountFen)
 	return firstError(
 		maxBytes("deductionId", m.DeductionID, 128),
+		refText("pendingRef", m.PendingRef),
+		refText("requestHash", m.RequestHash),
 		required("username", m.Username),
 		maxBytes("username", m.Username, 64),
 		amount,

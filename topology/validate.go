@@ -91,6 +91,18 @@ func positivePtr[N int32 | int64](field string, v *N) error {
 	return positive(field, int64(*v))
 }
 
+// refPattern is an Isle nonce or hash: up to 32 letters and digits.
+var refPattern = regexp.MustCompile(`^[A-Za-z0-9]{0,32}$`)
+
+// refText refuses a ref or hash that is not up to 32 letters and digits
+// ("" is allowed: the field is optional).
+func refText(field, v string) error {
+	if !refPattern.MatchString(v) {
+		return invalid(field, "%.40q: want up to 32 letters and digits", v)
+	}
+	return nil
+}
+
 // amountText is a plain decimal that fits DECIMAL(20,8), the ledger's column:
 // up to 12 integer digits and 8 decimal places, no sign, no exponent.
 var (

@@ -87,6 +87,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"amountFen", edit(okBilling, func(m *B) { m.AmountFen = "NaN" })},
 		{"amountFen", edit(okBilling, func(m *B) { m.AmountFen = "1234567890123" })},
 		{"modelName", edit(okBilling, func(m *B) { m.ModelName = "" })},
+		{"pendingRef", edit(okBilling, func(m *B) { m.PendingRef = "ab|cd" })},
+		{"requestHash", edit(okBilling, func(m *B) { m.RequestHash = "0123456789abcdef0123456789abcdef0" })},
 		{"inputTokens", edit(okBilling, func(m *B) { m.InputTokens = -1 })},
 		{"outputTokens", edit(okBilling, func(m *B) { m.OutputTokens = -1 })},
 		{"modelName", edit(okUsage, func(m *U) { m.ModelName = "" })},

@@ -8,6 +8,8 @@ package billing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -22,6 +24,9 @@ var (
 	ErrUnknownModel = store.ErrUnknownModel
 	ErrUnknownUser  = store.ErrUnknownUser
 	ErrNoBalance    = errors.New("billing: the balance is zero")
+	// ErrConflict: the request id was charged for a request with another
+	// body (Charge.Deducted is that first charge); nothing was taken.
+	ErrConflict = errors.New("billing: the request id was charged for another request")
 )
 
 // Tokens are one request's token counts; input excludes cached input.
@@ -63,6 +68,13 @@ type Request struct {
 	Tokens   Tokens
 }
 
+// Hash identifies the request's body — the model and the token counts —
+// among the requests of one id: 16 hex digits of a SHA-256.
+func (r Request) Hash() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d", r.Model, r.Tokens.Input, r.Tokens.Cached, r.Tokens.Output, r.Tokens.Reasoning))
+	return hex.EncodeToString(sum[:8])
+}
+
 // Charge is what a request cost and what was taken.
 type Charge struct {
 	Cost         decimal.Decimal // the price of the tokens
@@ -70,6 +82,10 @@ type Charge struct {
 	Deducted     decimal.Decimal // min(balance, cost): cap at zero
 	Balance      decimal.Decimal // after the deduction
 	Replayed     bool            // the request id was charged before; nothing was taken now
+	// Ref is the nonce of the hot-balance charge (the first one's for a
+	// replay; "" when Redis no longer knows it) and RequestHash the body's
+	// hash: the deduction message carries both.
+	Ref, RequestHash string
 }
 
 // Charge prices r and takes the cost from the user's hot balance. A missing
@@ -87,21 +103,26 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 		c.Balance, err = s.Balance(ctx, r.Username)
 		return c, err
 	}
+	c.RequestHash = r.Hash()
+	req := store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now(), Ref: store.NewRef(), RequestHash: c.RequestHash,
+		Usage: &store.UsageData{Model: r.Model, Input: r.Tokens.Input, Cached: r.Tokens.Cached, Output: r.Tokens.Output,
+			Reasoning: r.Tokens.Reasoning, CostMF: c.CostMicroFen}}
 	var taken store.Taken
 	err = s.withBalance(ctx, r.Username, func() error {
 		var err error
-		if taken, err = s.rdb.DeductBalance(ctx, store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now()}); err != nil {
-			return fmt.Errorf("billing: charge %s: %w", r.ID, err)
-		}
-		return nil
+		taken, err = s.rdb.DeductBalance(ctx, req)
+		return err
 	})
 	switch {
 	case errors.Is(err, store.ErrBalanceEmpty):
 		return c, ErrNoBalance
+	case errors.Is(err, store.ErrRequestConflict):
+		c.Deducted, c.Replayed = taken.Deducted, true
+		return c, ErrConflict
 	case err != nil:
-		return c, err
+		return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
 	}
-	c.Deducted, c.Balance, c.Replayed = taken.Deducted, taken.Balance, taken.Replayed
+	c.Deducted, c.Balance, c.Replayed, c.Ref = taken.Deducted, taken.Balance, taken.Replayed, taken.Ref
 	return c, nil
 }
 

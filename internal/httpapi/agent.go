@@ -82,6 +82,10 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		return BadRequest("modelName: no pricing for %q", req.ModelName)
 	case errors.Is(err, billing.ErrUnknownUser):
 		return Errorf(http.StatusNotFound, CodeNotFound, "no user %q", req.Username)
+	case errors.Is(err, billing.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+			Message: "request id " + req.RequestID + " was charged for a request with another body; send a new id for a new request",
+			Details: map[string]any{"requestId": req.RequestID, "deductedFen": ch.Deducted.StringFixed(store.MoneyScale)}}
 	case err != nil:
 		return Unavailable("charge", err)
 	}
@@ -89,6 +93,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		deduct := topology.AgentBillingDeduct{
 			DeductionID: req.RequestID, Username: req.Username, AmountFen: ch.Deducted.StringFixed(store.MoneyScale),
 			ModelName: req.ModelName, InputTokens: int32(req.InputTokens), OutputTokens: int32(req.OutputTokens),
+			PendingRef: ch.Ref, RequestHash: ch.RequestHash,
 		}
 		if err := s.Publish(r, deduct, messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID}); err != nil {
 			return err // the deduction stays pending: the reconciler applies it, or this request's retry republishes it

@@ -66,6 +66,7 @@ type BalanceResult struct {
 	UsersScanned   int // Redis balances compared or considered
 	PendingApplied int // pending deductions this run wrote to the ledger
 	PendingCleared int // pending deductions already in the ledger, cleared
+	Refunded       int // second charges of a request id (taken after Redis forgot the first) given back
 	Settled        int // ledger entries whose Redis side this run finished
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
@@ -86,7 +87,7 @@ type counter struct {
 func (r BalanceResult) items() []counter {
 	return []counter{
 		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
-		{"pending_cleared", "pending cleared", r.PendingCleared}, {"settled", "settled", r.Settled},
+		{"pending_cleared", "pending cleared", r.PendingCleared}, {"refunded", "refunded", r.Refunded}, {"settled", "settled", r.Settled},
 		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments},
 		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"unreadable", "unreadable", r.Unreadable},
 		{"errors", "errors", r.Errors},
@@ -145,7 +146,7 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 		for user, entries := range pending {
 			for _, e := range entries {
 				if e.At.Before(cutoff) {
-					debits = append(debits, store.Debit{Username: user, ID: e.ID, Amount: e.Deducted, OccurredAt: e.At, Source: "reconciler"})
+					debits = append(debits, pendingDebit(user, e))
 				}
 			}
 		}
@@ -156,6 +157,15 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 		}
 		return nil
 	})
+}
+
+// pendingDebit is the ledger debit of a pending record.
+func pendingDebit(user string, e store.PendingDeduction) store.Debit {
+	d := store.Debit{Username: user, ID: e.ID, Amount: e.Deducted, OccurredAt: e.At, Source: "reconciler", Ref: e.Ref, RequestHash: e.RequestHash}
+	if u := e.Usage; u != nil {
+		d.ModelName, d.InputTokens, d.OutputTokens = u.Model, u.Input, u.Output
+	}
+	return d
 }
 
 func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res *BalanceResult) error {
@@ -175,8 +185,7 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 			res.PendingApplied++
 			j.log.Warn("applied a deduction whose message never arrived", "user", d.Username, "deduction", d.ID, "amount", r.Amount)
 		case r.Settled:
-			res.PendingCleared++
-			if err := j.rdb.ClearPending(ctx, d.Username, d.ID, r.Amount.Add(r.Shortfall)); err != nil {
+			if err := j.resettle(ctx, d, r, res); err != nil {
 				return err
 			}
 			continue
@@ -184,13 +193,34 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 			res.PendingCleared++ // applied by someone who died before the Redis side
 		}
 		settle = append(settle, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
-			Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall)})
+			Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall), Ref: r.Ref, RequestHash: r.RequestHash})
 	}
 	if len(settle) == 0 {
 		return nil
 	}
 	_, err = j.settle(ctx, settle, res)
 	return err
+}
+
+// resettle deals with the pending record of a deduction the ledger settled
+// before: the row's own record, back with an older Redis, is cleared; a
+// second charge of the id is refunded.
+func (j *BalanceSync) resettle(ctx context.Context, d store.Debit, r store.DebitResult, res *BalanceResult) error {
+	out, err := j.rdb.Resettle(ctx, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
+		Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall), Ref: r.Ref, RequestHash: r.RequestHash})
+	switch {
+	case errors.Is(err, store.ErrBalanceMalformed):
+		j.unreadable(res, d.Username, err)
+	case err != nil:
+		return err
+	case out.Outcome == store.ResettleRefunded:
+		res.Refunded++
+		j.log.Warn("request id charged again after Redis forgot it; the second charge is refunded",
+			"user", d.Username, "deduction", d.ID, "refunded", out.Refunded)
+	default:
+		res.PendingCleared++
+	}
+	return nil
 }
 
 // settle reflects entries in the Redis balances and records in MySQL those

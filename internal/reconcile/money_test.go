@@ -61,6 +61,7 @@ type machine struct {
 	// at one could not take from the balance they landed on.
 	allowance map[string]decimal.Decimal
 	inflight  map[dkey]bool // deductions in flight at a Redis loss, not yet settled
+	tokens    map[dkey]int  // each request's body: a retry sends the same
 	events    map[string][]string
 }
 
@@ -71,7 +72,7 @@ func (sm *machine) note(user, format string, a ...any) {
 func newMachine(t *rapid.T, m *money, world int64) *machine {
 	sm := &machine{m: m, opening: map[string]decimal.Decimal{}, recharged: map[string]decimal.Decimal{},
 		reported: map[dkey][]decimal.Decimal{}, epoch: map[dkey]int{}, lost: map[dkey]bool{}, gone: map[dkey]bool{},
-		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}}
+		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}, tokens: map[dkey]int{}}
 	for i := range 3 {
 		u := fmt.Sprintf("w%d-u%d", world, i)
 		open := decimal.New(int64(rapid.IntRange(0, 4000).Draw(t, "opening")), -2)
@@ -103,7 +104,11 @@ func (sm *machine) Deduct(t *rapid.T) {
 		sm.next++
 		k.id = fmt.Sprintf("r%d", sm.next)
 	}
-	tokens := rapid.IntRange(0, 40).Draw(t, "tokens")
+	tokens, retried := sm.tokens[k]
+	if !retried {
+		tokens = rapid.IntRange(0, 40).Draw(t, "tokens")
+		sm.tokens[k] = tokens
+	}
 	c, err := sm.m.svc.Charge(context.Background(), billing.Request{ID: k.id, Username: k.user, Model: "m", Tokens: billing.Tokens{Input: int64(tokens)}})
 	if errors.Is(err, billing.ErrNoBalance) {
 		sm.note(k.user, "deduct %s refused", k.id)
@@ -139,7 +144,8 @@ func (sm *machine) Deduct(t *rapid.T) {
 		sm.ids = append(sm.ids, k)
 		sm.epoch[k] = sm.losses
 	}
-	sm.queue = append(sm.queue, topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8), ModelName: "m"})
+	sm.queue = append(sm.queue, topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8), ModelName: "m",
+		InputTokens: int32(tokens), PendingRef: c.Ref, RequestHash: c.RequestHash})
 }
 
 func (sm *machine) pick(t *rapid.T) (int, topology.AgentBillingDeduct) {

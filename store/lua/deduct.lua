@@ -6,19 +6,24 @@
 -- whole fen and the 8 fractional digits as two integers, exact up to 15 whole digits.
 --
 -- KEYS[1] agent:balance:{username}   decimal string
--- KEYS[2] agent:pending:{username}   hash: deduction id -> "deducted|nowMs"
--- KEYS[3] agent:deduction:{username}:{id}  the amount the first run deducted, expires after ARGV[4] s
---         (init_balance.lua restores the markers of recent deductions after a Redis loss)
+-- KEYS[2] agent:pending:{username}   hash: deduction id -> "deducted|nowMs|ref|hash|usage"
+-- KEYS[3] agent:deduction:{username}:{id}  marker "deducted|ref|hash" of the first run, expires
+--         after ARGV[4] s (init_balance.lua restores the markers of recent deductions after a Redis
+--         loss; a marker of an older build holds only "deducted")
 -- ARGV[1] amount: decimal string, up to 8 places, more than zero
 -- ARGV[2] deduction id
 -- ARGV[3] now, epoch milliseconds
 -- ARGV[4] TTL of KEYS[3], seconds
+-- ARGV[5] ref: a nonce the caller draws for this charge (no "|")
+-- ARGV[6] hash of the request's body ("" = do not compare)
+-- ARGV[7] usage to keep with the pending record: "model|input|cached|output|reasoning|costMicroFen"
 -- Returns "-1" balance missing (initialise it with SETNX, then run again),
 --         "-2" balance or amount malformed (nothing changed),
 --         "-3" balance is zero (refused),
 --         "OK|newBal|deducted" deducted min(balance, amount) now,
---         "DUP|balance|deducted" this id ran before: nothing changed; the current balance
---         and what the first run deducted are returned.
+--         "DUP|balance|deducted|ref" this id ran before with this body (or a body of unknown
+--         hash): nothing changed; the current balance, what the first run deducted and its ref,
+--         "CONFLICT|deducted" this id ran before with another body: nothing changed.
 
 local function parse(s)
   if type(s) ~= 'string' then return nil end
@@ -33,8 +38,12 @@ end
 
 local done = redis.call('GET', KEYS[3])
 if done then
+  local deducted, ref, hash = string.match(done, '^([^|]*)|?([^|]*)|?([^|]*)')
+  if hash ~= '' and ARGV[6] ~= '' and hash ~= ARGV[6] then
+    return 'CONFLICT|' .. deducted
+  end
   local now = redis.call('GET', KEYS[1])
-  return 'DUP|' .. (now or '0.00000000') .. '|' .. done
+  return 'DUP|' .. (now or '0.00000000') .. '|' .. deducted .. '|' .. ref
 end
 
 local bal = redis.call('GET', KEYS[1])
@@ -60,7 +69,8 @@ if nf < 0 then
   nw, nf = nw - 1, nf + 100000000
 end
 
+local ded = fmt(dw, df)
 redis.call('SET', KEYS[1], fmt(nw, nf))
-redis.call('HSET', KEYS[2], ARGV[2], fmt(dw, df) .. '|' .. ARGV[3])
-redis.call('SET', KEYS[3], fmt(dw, df), 'EX', tonumber(ARGV[4]))
-return 'OK|' .. fmt(nw, nf) .. '|' .. fmt(dw, df)
+redis.call('HSET', KEYS[2], ARGV[2], ded .. '|' .. ARGV[3] .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[7])
+redis.call('SET', KEYS[3], ded .. '|' .. ARGV[5] .. '|' .. ARGV[6], 'EX', tonumber(ARGV[4]))
+return 'OK|' .. fmt(nw, nf) .. '|' .. ded

@@ -14,7 +14,7 @@
 -- ARGV[2] the user_account.ledger_seq of that read (0 = none)
 -- ARGV[3] now, epoch ms
 -- KEYS[4..] agent:deduction:{username}:{id} markers of the user's recent deductions,
--- ARGV[5..] their amounts, and ARGV[4] the markers' TTL in seconds: a Redis loss wiped
+-- ARGV[5..] their values ("deducted|ref|hash"), and ARGV[4] the markers' TTL in seconds: a Redis loss wiped
 --           them, and without them a client retrying such a request would be charged again.
 -- Returns "EXISTS" (someone initialised it first; nothing changed),
 --         "-2" malformed input, or "INIT|balance" (the balance set).

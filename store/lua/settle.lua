@@ -21,7 +21,7 @@
 -- ARGV[4] the entry's agent_ledger seq (per user, in commit order)
 -- ARGV[5] marker TTL, seconds
 -- ARGV[6] now, epoch ms (kept with a late entry)
--- ARGV[7] for a deduction: what the hot balance deducted (the marker's value)
+-- ARGV[7] for a deduction: its marker's value, "deducted|ref|hash" (deducted: what the hot balance took)
 -- Returns "CLEARED" (pending entry removed), "SETTLED" (settled before),
 --         "LATE" (balance missing: kept for the initialisation),
 --         "INCLUDED" (the initialisation read it), "APPLIED|balance|uncovered",

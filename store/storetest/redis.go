@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
@@ -54,5 +55,67 @@ func Wipe(t T, r *store.Redis) {
 	}
 	if _, err := r.CleanVolatile(context.Background(), all); err != nil {
 		t.Errorf("storetest: wipe: %v", err)
+	}
+}
+
+// Snapshot is every key under a Redis's prefix at one moment, as an RDB
+// file, an AOF or a lagging replica would bring it back.
+type Snapshot struct {
+	r    *store.Redis
+	keys map[*redis.Client]map[string]dumped
+}
+
+type dumped struct {
+	value string
+	ttl   int64 // ms; 0 = none
+}
+
+// TakeSnapshot dumps every key under r's prefix in every database.
+func TakeSnapshot(t T, r *store.Redis) *Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := &Snapshot{r: r, keys: map[*redis.Client]map[string]dumped{}}
+	for _, db := range keys.DBs() {
+		c := r.Client(db)
+		if _, ok := s.keys[c]; ok {
+			continue
+		}
+		m := map[string]dumped{}
+		iter := c.Scan(ctx, 0, r.Keys().Prefix()+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			v, err := c.Dump(ctx, k).Result()
+			if err == redis.Nil {
+				continue // expired meanwhile
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ttl, err := c.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[k] = dumped{value: v, ttl: max(ttl.Milliseconds(), 0)}
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.keys[c] = m
+	}
+	return s
+}
+
+// Restore replaces everything under the prefix with the snapshot: keys
+// written since are gone, keys changed since are back as they were.
+func (s *Snapshot) Restore(t T) {
+	t.Helper()
+	Wipe(t, s.r)
+	ctx := context.Background()
+	for c, m := range s.keys {
+		for k, d := range m {
+			if err := c.RestoreReplace(ctx, k, time.Duration(d.ttl)*time.Millisecond, d.value).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -1,0 +1,58 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/store"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+// The same request id with the same body is a replay (200, nothing taken);
+// with another body it is a 409 naming the id and the first charge, never a
+// 200 pairing the new body's cost with the first deduction (SPEC 6.8). Ids
+// are scoped per user: another user's r1 is a charge of its own.
+func TestReplayWithAnotherBodyIsAConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	require.NoError(t, store.SetPricing(ctx, b.db, b.redis, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	for _, u := range []string{"alice", "bob"} {
+		_, err := store.CreateUser(ctx, b.db, u, "", decimal.RequireFromString("50"))
+		require.NoError(t, err)
+	}
+	svc := b.token(t, "gateway", httpapi.RoleService)
+	usage := func(body string) (int, map[string]any) {
+		status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, body)
+		return status, out
+	}
+
+	status, out := usage(`{"requestId":"r1","username":"alice","modelName":"m","inputTokens":3}`)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, "3.00000000", out["deductedFen"])
+
+	status, out = usage(`{"requestId":"r1","username":"alice","modelName":"m","inputTokens":3}`)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, true, out["replayed"])
+	require.Equal(t, "3.00000000", out["costFen"])
+
+	status, out = usage(`{"requestId":"r1","username":"alice","modelName":"m","inputTokens":7}`)
+	require.Equal(t, http.StatusConflict, status, "%v", out)
+	require.Equal(t, "conflict", errorCode(t, out))
+	e := out["error"].(map[string]any)
+	require.Equal(t, "r1", e["requestId"])
+	require.Equal(t, "3.00000000", e["deductedFen"], "the first charge")
+	require.Contains(t, e["message"], "r1")
+
+	status, out = usage(`{"requestId":"r1","username":"bob","modelName":"m","inputTokens":7}`)
+	require.Equal(t, http.StatusOK, status, "ids are scoped per user: %v", out)
+	require.Equal(t, false, out["replayed"])
+	require.Equal(t, "7.00000000", out["deductedFen"])
+
+	bal, err := b.redis.Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "47.00000000", bal.StringFixed(8), "alice paid once")
+}

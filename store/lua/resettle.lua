@@ -1,0 +1,70 @@
+-- resettle.lua — a deduction whose ledger row was settled before meets the
+-- pending record of its id, if any (SPEC 6.8: a request id deducts once per
+-- user for as long as its ledger row exists, whatever Redis forgot).
+--
+-- The record is the row's own (same ref) only when Redis came back from a
+-- snapshot taken before the row was settled: that snapshot's balance has the
+-- deduction taken, so the record is cleared. A record with another ref is a
+-- second charge of the id, taken after Redis forgot the first one's marker
+-- (its expiry, a loss, a snapshot older than the first charge): it is
+-- refunded. A record of an older build has no ref: it is refunded if this
+-- Redis settled the row (the record came after), cleared otherwise.
+--
+-- KEYS[1] agent:balance:{username}
+-- KEYS[2] agent:pending:{username}
+-- KEYS[3] agent:settled:{username}:D:{id}  set when this Redis settled the row
+-- KEYS[4] agent:deduction:{username}:{id}  the idempotency marker, set to the row's
+-- ARGV[1] deduction id
+-- ARGV[2] the row's ref ("" unknown)
+-- ARGV[3] the row's marker value "deducted|ref|hash"
+-- ARGV[4] marker TTL, seconds
+-- Returns "NONE" (no pending record), "CLEARED", "REFUNDED|amount", or "-2"
+-- (the balance or the record is malformed: nothing changed).
+
+local function parse(s)
+  if type(s) ~= 'string' then return nil end
+  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
+  if w == nil or #w > 15 or #f > 8 then return nil end
+  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
+end
+
+local ttl = tonumber(ARGV[4])
+local rec = redis.call('HGET', KEYS[2], ARGV[1])
+if not rec then
+  redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+  return 'NONE'
+end
+local amount, ref = string.match(rec, '^([^|]*)|[^|]*|?([^|]*)')
+local own
+if ref ~= '' and ARGV[2] ~= '' then
+  own = ref == ARGV[2]
+else
+  own = redis.call('EXISTS', KEYS[3]) == 0
+end
+
+if own then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('SET', KEYS[3], 'cleared', 'EX', ttl)
+  redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+  return 'CLEARED'
+end
+
+local aw, af = parse(amount)
+if aw == nil then
+  return '-2'
+end
+local bal = redis.call('GET', KEYS[1])
+if bal then
+  -- A missing balance is initialised from MySQL, which never had this
+  -- charge: removing the record is the whole refund then.
+  local bw, bf = parse(bal)
+  if bw == nil then
+    return '-2'
+  end
+  bw, bf = bw + aw, bf + af
+  if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
+  redis.call('SET', KEYS[1], string.format('%d.%08d', bw, bf))
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+return 'REFUNDED|' .. amount
