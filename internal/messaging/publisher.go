@@ -113,7 +113,7 @@ type Outgoing struct {
 	MessageID  string            // "" = a new UUID; keep it across retries of one message
 	TypeID     string            // __TypeId__
 	TraceID    string            // correlation id, sent as x-trace-id and correlation_id
-	Priority   uint8             // 0..9, for the replication queue
+	Priority   uint8             // 0–10 (topology.MaxPriority) for the replication queue; sent as it is
 	Headers    map[string]string // further headers; retry counts are sent as int32
 }
 
