@@ -5,7 +5,8 @@
 //     bounded by a timeout, routed by the topology (exchange and routing key
 //     per message), with content type, __TypeId__ and priority set.
 //   - Marshaler: accepts every AMQP header type (x-death arrays, longs,
-//     timestamps, tables), so no delivery is ever rejected before a handler.
+//     timestamps, tables), so no delivery is ever rejected before a handler;
+//     it refuses only the empty phantom a cancelled consumer reads.
 //   - Consumer: N handlers per queue, prefetch from configuration, and a
 //     shutdown that stops taking deliveries and lets those in flight finish.
 //   - Flow: the seed's retry pattern — a failed message is copied to the
