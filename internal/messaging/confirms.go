@@ -87,8 +87,11 @@ func (c *confirmChannel) publish(r *request, requeue func(*request)) {
 		r.answer(fmt.Errorf("%w (%v)", ErrUnconfirmed, err))
 		return
 	}
+	// This goroutine is the channel's only publisher, so the tag holds until
+	// it publishes. It is read outside c.mu: the library may hold its own
+	// lock while it waits for the confirmer, which may wait for c.mu.
+	tag := c.ch.GetNextPublishSeqNo()
 	c.mu.Lock()
-	tag := c.ch.GetNextPublishSeqNo() // this goroutine is the channel's only publisher
 	c.pending[tag] = r
 	c.mu.Unlock()
 	_, err := c.ch.PublishWithDeferredConfirmWithContext(r.ctx, r.exchange, r.key, true, false, r.msg)
