@@ -144,9 +144,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // Running is closed once every route consumes.
 func (c *Consumer) Running() <-chan struct{} { return c.router.Running() }
 
-// connectionConfig is the connection of publishers and consumers alike: a
-// heartbeat to notice a dead broker, the name the broker shows, and
-// watermill-amqp's reconnects.
+// connectionConfig is a consumer's connection: a heartbeat to notice a dead
+// broker, the name the broker shows, and watermill-amqp's reconnects. (The
+// Publisher keeps a connection of its own, see link.)
 func connectionConfig(url, name string) wamqp.ConnectionConfig {
 	return wamqp.ConnectionConfig{
 		AmqpURI: url,

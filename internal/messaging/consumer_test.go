@@ -126,3 +126,50 @@ func TestNoGoroutineLeaksAfterShutdown(t *testing.T) {
 	require.NoError(t, stop())
 	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("time.Sleep"))
 }
+
+// A consumer the broker cancels (its queue deleted, a quorum leader change)
+// hands no phantom delivery to a handler, and consumes again once the queue
+// is back.
+func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	var mu sync.Mutex
+	var seen []messaging.Delivery
+	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, func(ctx context.Context, d messaging.Delivery) error {
+		mu.Lock()
+		seen = append(seen, d)
+		mu.Unlock()
+		return nil
+	})...)
+	handled := func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range seen {
+			if d.MessageID == id {
+				return true
+			}
+		}
+		return false
+	}
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-before"}))
+	require.Eventually(t, func() bool { return handled("m-before") }, 5*time.Second, poll, "not consumed before the cancel")
+
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDelete(dom.Queue, false, false, false)
+	require.NoError(t, err)
+	time.Sleep(time.Second) // the consumer sees its cancel, and retries a missing queue
+	require.NoError(t, b.tp.Declare(b.conn))
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-after"}))
+	require.Eventually(t, func() bool { return handled("m-after") }, 10*time.Second, poll, "not consumed after the queue came back")
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range seen {
+		require.NotEmpty(t, d.Body, "a handler got a phantom delivery: %+v", d)
+	}
+	require.Len(t, seen, 2)
+	require.Empty(t, b.deadLetters(t, dom), "nothing dead-lettered")
+}

@@ -1,11 +1,15 @@
-// Package messaging moves every message of the fleet, over watermill and
-// watermill-amqp v3, around the traps of those libraries (SPEC section 2):
+// Package messaging moves every message of the fleet, over watermill,
+// watermill-amqp v3 (consuming) and amqp091-go (publishing), around the
+// traps of those libraries (SPEC section 2):
 //
-//   - Publisher: confirmed, persistent publishes on a pool of channels, each
-//     bounded by a timeout, routed by the topology (exchange and routing key
-//     per message), with content type, __TypeId__ and priority set.
+//   - Publisher: Isle's own, on amqp091-go: confirmed, persistent publishes
+//     pipelined on a few confirm channels, each bounded by a timeout, routed
+//     by the topology (exchange and routing key per message), with content
+//     type, __TypeId__ and priority set; it reconnects by itself after a
+//     connection loss, and Ping says whether it can publish now.
 //   - Marshaler: accepts every AMQP header type (x-death arrays, longs,
-//     timestamps, tables), so no delivery is ever rejected before a handler.
+//     timestamps, tables), so no delivery is ever rejected before a handler;
+//     it refuses only the empty phantom a cancelled consumer reads.
 //   - Consumer: N handlers per queue, prefetch from configuration, and a
 //     shutdown that stops taking deliveries and lets those in flight finish.
 //   - Flow: the seed's retry pattern — a failed message is copied to the

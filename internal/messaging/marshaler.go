@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +26,11 @@ const ContentType = "application/json"
 // producer sends them. Every message is persistent, application/json, with
 // the watermill UUID as message_id.
 //
-// Consuming never fails: every header, whatever its AMQP type, is rendered
-// as text into the metadata, and the original table is kept as JSON for the
-// DLQ tables. A delivery without a message_id gets one derived from its body,
-// so it is stable across redeliveries.
+// Consuming accepts every real delivery: every header, whatever its AMQP
+// type, is rendered as text into the metadata, and the original table is
+// kept as JSON for the DLQ tables. A delivery without a message_id gets one
+// derived from its body, so it is stable across redeliveries. The one
+// refusal is ErrPhantomDelivery (see there).
 type Marshaler struct {
 	// IntHeaders are sent as int32 when their value is numeric.
 	IntHeaders map[string]bool
@@ -59,14 +61,30 @@ func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 		AppId:         "isle",
 		Body:          msg.Payload,
 	}
+	// Sent as it is: the replication queue has priorities 0–10 (seed 002,
+	// x-max-priority 10), and a broker treats anything above a queue's
+	// maximum as the maximum.
 	if pr, err := strconv.ParseUint(msg.Metadata.Get(metaPriority), 10, 8); err == nil {
-		p.Priority = uint8(min(pr, 9))
+		p.Priority = uint8(pr)
 	}
 	return p, nil
 }
 
-// Unmarshal implements the watermill-amqp Marshaler; it never returns an error.
+// ErrPhantomDelivery is Unmarshal's answer to a zero amqp.Delivery: the
+// value a consumer reads from its closed delivery channel when the broker
+// cancelled it (queue deleted, quorum leader change) or its channel closed.
+// watermill-amqp v3.0.2 unmarshals whatever it reads; refusing here keeps
+// the phantom from every handler. watermill-amqp then fails to nack it (it
+// has no channel to nack on), stops that subscription and subscribes again,
+// every 100 ms until the queue is back; no real delivery is touched.
+var ErrPhantomDelivery = errors.New("messaging: not a delivery (the broker cancelled the consumer or its channel closed)")
+
+// Unmarshal implements the watermill-amqp Marshaler. It fails only with
+// ErrPhantomDelivery: a real delivery always has its channel as Acknowledger.
 func (m Marshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
+	if d.Acknowledger == nil {
+		return nil, ErrPhantomDelivery
+	}
 	id := d.MessageId
 	if id == "" {
 		if h, ok := d.Headers["_watermill_message_uuid"].(string); ok && h != "" {

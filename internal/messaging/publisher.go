@@ -3,60 +3,57 @@ package messaging
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Publisher defaults.
 const (
 	PublishTimeoutDefault  = 5 * time.Second
-	PublishChannelsDefault = 32
+	PublishChannelsDefault = 4
 )
-
-// ErrUnconfirmed is returned when the broker did not confirm a publish within
-// the timeout (a blocked or stuck broker). The message may still arrive: a
-// caller that retries can cause a duplicate, never a loss.
-var ErrUnconfirmed = errors.New("messaging: publish not confirmed in time")
 
 // PublisherConfig configures a Publisher. Zero fields take the defaults.
 type PublisherConfig struct {
 	URL      string
 	Name     string        // connection name shown by the broker
-	Timeout  time.Duration // bound on one publish, confirm included
-	Channels int           // pooled confirm channels; concurrent callers beyond it wait
+	Timeout  time.Duration // bound on one publish, waiting for a connection and the confirm included
+	Channels int           // confirm channels; each carries many publishes in flight
 }
 
-// Publisher sends messages with publisher confirms. It is safe for
-// concurrent use; each Send waits for its own confirm, and callers run in
-// parallel on a pool of channels.
+// Publisher sends messages with publisher confirms on a connection of its
+// own. It is safe for concurrent use: each Send waits for its own confirm,
+// while its channels carry many publishes in flight (pipelined confirms).
+//
+// After a connection loss it reconnects by itself in the background, with
+// backoff, and declares the topology again before it publishes; publishes in
+// flight fail with ErrUnconfirmed (they may or may not have arrived), and new
+// ones wait for the reconnect up to their deadline. Ping reports whether it
+// can publish now. Its Watermill method gives it to watermill components.
 type Publisher struct {
-	url      string
-	wm       *wamqp.Publisher
+	link     *link
 	tp       *topology.Topology
 	exchange map[string]string // routing key -> exchange
+	marshal  Marshaler
 	timeout  time.Duration
-	slots    chan struct{}
 	metrics  *Metrics
 	log      *slog.Logger
 }
 
-// NewPublisher connects, declares the topology (a message published before
-// its queue exists would be dropped, even with confirms) and opens the pool.
+// NewPublisher connects and declares the topology (a message published
+// before its queue exists would be dropped, even with confirms); either
+// failing is an error. Later losses are recovered in the background.
 func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *slog.Logger) (*Publisher, error) {
 	p := &Publisher{
-		url:      cfg.URL,
 		tp:       tp,
 		exchange: make(map[string]string),
+		marshal:  Marshaler{IntHeaders: retryHeaders(tp)},
 		timeout:  cmp.Or(cfg.Timeout, PublishTimeoutDefault),
 		metrics:  m,
 		log:      log,
@@ -64,32 +61,17 @@ func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *s
 	for _, q := range tp.Queues() {
 		p.exchange[q.RoutingKey] = q.Exchange
 	}
-	channels := cmp.Or(cfg.Channels, PublishChannelsDefault)
-	p.slots = make(chan struct{}, 2*channels)
-	wcfg := wamqp.Config{
-		Connection: connectionConfig(cfg.URL, cmp.Or(cfg.Name, "isle-publisher")),
-		Marshaler:  Marshaler{IntHeaders: retryHeaders(tp)},
-		Exchange: wamqp.ExchangeConfig{
-			GenerateName: func(routingKey string) string { return p.exchange[routingKey] },
-			Type:         topology.ExchangeKind,
-			Durable:      true,
-		},
-		Publish: wamqp.PublishConfig{
-			GenerateRoutingKey: func(routingKey string) string { return routingKey },
-			ConfirmDelivery:    true,
-			ChannelPoolSize:    channels,
-		},
-		TopologyBuilder: &wamqp.DefaultTopologyBuilder{},
-	}
-	wm, err := wamqp.NewPublisher(wcfg, watermill.NewSlogLogger(log))
+	l, err := dialLink(&link{
+		url:      cfg.URL,
+		name:     cmp.Or(cfg.Name, "isle-publisher"),
+		channels: max(1, cmp.Or(cfg.Channels, PublishChannelsDefault)),
+		declare:  tp.Declare,
+		log:      log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("messaging: publisher: %w", err)
 	}
-	if err := tp.Declare(wm.Connection()); err != nil {
-		_ = wm.Close()
-		return nil, fmt.Errorf("messaging: publisher: %w", err)
-	}
-	p.wm = wm
+	p.link = l
 	return p, nil
 }
 
@@ -103,8 +85,18 @@ func retryHeaders(tp *topology.Topology) map[string]bool {
 	return out
 }
 
-// Close closes the channels and the connection.
-func (p *Publisher) Close() error { return p.wm.Close() }
+// Close closes the connection and stops reconnecting. Publishes in flight
+// fail with ErrUnconfirmed, later ones with ErrPublisherClosed. It is
+// idempotent and safe at any time, also while the broker is unreachable.
+func (p *Publisher) Close() error {
+	p.link.close()
+	return nil
+}
+
+// Ping reports whether the publisher can publish now: its own connection is
+// up, a channel is open, and the broker does not block it. It asks the
+// broker nothing and returns at once.
+func (p *Publisher) Ping(context.Context) error { return p.link.ready() }
 
 // Outgoing is one message to publish.
 type Outgoing struct {
@@ -113,7 +105,7 @@ type Outgoing struct {
 	MessageID  string            // "" = a new UUID; keep it across retries of one message
 	TypeID     string            // __TypeId__
 	TraceID    string            // correlation id, sent as x-trace-id and correlation_id
-	Priority   uint8             // 0..9, for the replication queue
+	Priority   uint8             // 0–10 (topology.MaxPriority) for the replication queue; sent as it is
 	Headers    map[string]string // further headers; retry counts are sent as int32
 }
 
@@ -139,67 +131,46 @@ func (p *Publisher) Send(ctx context.Context, out Outgoing) error {
 		msg.Metadata.Set(metaPriority, strconv.Itoa(int(out.Priority)))
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	msg.SetContext(ctx)
-	began := time.Now()
-	err := p.send(ctx, out.RoutingKey, msg)
-	p.metrics.published(ex, out.RoutingKey, err, time.Since(began))
-	if err != nil {
-		return fmt.Errorf("messaging: publish %s to %s: %w", msg.UUID, out.RoutingKey, err)
+	return p.publish(ctx, ex, out.RoutingKey, msg)
+}
+
+// Watermill returns p as a watermill message.Publisher, for watermill
+// components (a router's handlers, a forwarder): the topic is the routing
+// key, and the messages of one call are sent one after the other, in order,
+// each bounded like a Send (the timeout, or its context's deadline if
+// sooner). Metadata become headers as the Marshaler says. Its Close closes p.
+func (p *Publisher) Watermill() message.Publisher { return watermillPublisher{p} }
+
+type watermillPublisher struct{ p *Publisher }
+
+func (w watermillPublisher) Publish(topic string, msgs ...*message.Message) error {
+	ex, ok := w.p.exchange[topic]
+	if !ok {
+		return fmt.Errorf("messaging: publish: routing key %q is not in the topology", topic)
+	}
+	for _, msg := range msgs {
+		if err := w.p.publish(msg.Context(), ex, topic, msg); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// send runs the blocking watermill publish in a goroutine so that a stuck
-// broker cannot hold the caller past its deadline. The slots bound how many
-// such goroutines can pile up behind a wedged connection.
-func (p *Publisher) send(ctx context.Context, routingKey string, msg *message.Message) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: every channel busy (%v)", ErrUnconfirmed, ctx.Err())
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer func() { <-p.slots }()
-		done <- p.wm.Publish(routingKey, msg)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		p.log.Warn("publish not confirmed in time", "routing_key", routingKey, "message_id", msg.UUID, "timeout", p.timeout)
-		return fmt.Errorf("%w (%v)", ErrUnconfirmed, ctx.Err())
-	}
-}
+func (w watermillPublisher) Close() error { return w.p.Close() }
 
-// Ping checks that the broker answers, on a short-lived connection of its
-// own: watermill-amqp's connection wrapper swaps its state without a lock
-// while it reconnects, so it is not read from other goroutines here.
-func (p *Publisher) Ping(ctx context.Context) error {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(p.timeout)
+func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	pub, err := p.marshal.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("messaging: publish %s: %w", msg.UUID, err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		conn, err := amqp.DialConfig(p.url, amqp.Config{
-			Dial:       amqp.DefaultDial(time.Until(dl)),
-			Properties: amqp.Table{"connection_name": "isle-ping"},
-		})
-		if err == nil {
-			err = conn.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("messaging: RabbitMQ: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("messaging: RabbitMQ did not answer: %w", ctx.Err())
+	began := time.Now()
+	err = p.link.publish(ctx, exchange, routingKey, pub)
+	p.metrics.published(exchange, routingKey, err, time.Since(began))
+	if err != nil {
+		p.log.Warn("publish failed", "routing_key", routingKey, "message_id", msg.UUID, "err", err)
+		return fmt.Errorf("messaging: publish %s to %s: %w", msg.UUID, routingKey, err)
 	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -75,4 +76,62 @@ func TestPublishedProperties(t *testing.T) {
 	require.Equal(t, dom.TypeID, d.Headers["__TypeId__"])
 	require.Equal(t, "trace-9", d.Headers["x-trace-id"])
 	require.Equal(t, int32(2), d.Headers[dom.RetryHeader], "retry counts are int32, as Spring sends them")
+}
+
+// A message no queue takes is an error, not a silent confirm.
+func TestUnroutablePublishIsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDelete(dom.Queue, false, false, false)
+	require.NoError(t, err)
+	err = b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody)})
+	require.ErrorContains(t, err, "unroutable")
+	require.NotErrorIs(t, err, messaging.ErrUnconfirmed, "the broker did answer")
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RetryKey, Body: []byte(emailBody)}), "other keys still publish")
+}
+
+// An exchange deleted under a running publisher closes the channel that
+// published to it; the publisher declares the topology again and publishes.
+func TestDeletedExchangeIsDeclaredAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainMiniGameScore)
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	require.NoError(t, ch.ExchangeDelete(dom.Exchange, false, false))
+	out := messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(`{"submitId":"s"}`)}
+	require.Error(t, b.pub.Send(context.Background(), out), "the exchange is gone")
+	require.Eventually(t, func() bool { return b.pub.Send(context.Background(), out) == nil }, 5*time.Second, poll, "not declared again")
+	require.NoError(t, b.pub.Ping(context.Background()))
+}
+
+// The watermill face of the publisher routes by topic and keeps the
+// Marshaler's header rules.
+func TestWatermillPublisherRoutesByTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	msg := message.NewMessage("m-wm", []byte(emailBody))
+	msg.Metadata.Set(dom.RetryHeader, "1")
+	msg.Metadata.Set("x-death", "dropped")
+	require.NoError(t, b.pub.Watermill().Publish(dom.RoutingKey, msg))
+	require.ErrorContains(t, b.pub.Watermill().Publish("nowhere", msg), "not in the topology")
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	var d amqp.Delivery
+	var got bool
+	require.Eventually(t, func() bool {
+		d, got, err = ch.Get(dom.Queue, true)
+		return got || err != nil
+	}, 5*time.Second, poll, "message not in the queue")
+	require.NoError(t, err)
+	require.Equal(t, "m-wm", d.MessageId)
+	require.Equal(t, int32(1), d.Headers[dom.RetryHeader])
+	require.NotContains(t, d.Headers, "x-death")
 }

@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +90,34 @@ func TestIslePublishedMessageOnTheWire(t *testing.T) {
 	// Invalid records are refused before anything is sent.
 	err = b.pub.Publish(context.Background(), topology.PaymentReceiptDispatch{OutTradeNo: "EI2"}, messaging.Options{})
 	require.ErrorContains(t, err, "email")
+}
+
+// Seed 002 gives the replication queue priorities 0–10 (x-max-priority 10):
+// a Spring message of priority 10 keeps 10 through a retry.
+func TestSpringPriorityTenSurvivesRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainObjectReplication)
+	require.Equal(t, topology.MaxPriority, dom.MaxPriority)
+	calls := newCounter()
+	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
+		if n == 1 {
+			return errors.New("object store down")
+		}
+		return nil
+	}))...)
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	require.NoError(t, ch.Publish(dom.Exchange, dom.RoutingKey, false, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, Priority: 10, MessageId: "m-prio",
+		Headers: amqp.Table{"__TypeId__": dom.TypeID},
+		Body:    []byte(`{"taskId":7}`),
+	}))
+	require.Eventually(t, func() bool { return calls.get("m-prio") == 2 }, 10*time.Second, poll, "not retried")
+	calls.mu.Lock()
+	d := calls.last["m-prio"]
+	calls.mu.Unlock()
+	require.Equal(t, 1, d.Retry, "the second call is the retry copy")
+	require.EqualValues(t, 10, d.Priority, "the retry copy keeps priority 10")
 }

@@ -141,9 +141,9 @@ func loadAMQP(l *loader) AMQP {
 		URL:   u.String(),
 		VHost: vhost,
 		PublishTimeout: l.Duration("RABBITMQ_PUBLISH_TIMEOUT", messaging.PublishTimeoutDefault, 100*time.Millisecond, 5*time.Minute,
-			"Longest one publish may wait for the broker's confirm; a blocked broker then yields an error (the API answers 503)."),
+			"Longest one publish may wait for a connection and the broker's confirm; a blocked or unreachable broker then yields an error (the API answers 503)."),
 		PublishChannels: l.Int("RABBITMQ_PUBLISH_CHANNELS", messaging.PublishChannelsDefault, 1, 1024,
-			"Confirm channels each process publishes on; callers beyond it wait for a free one."),
+			"Confirm channels each process publishes on; each carries many publishes in flight (pipelined confirms)."),
 	}
 	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
 		"RabbitMQ management API, used by `islectl topology verify` to compare bindings; the RabbitMQ user's credentials are added.")
