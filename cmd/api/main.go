@@ -22,12 +22,12 @@ import (
 
 func main() { app.Main("api", run) }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.LoadAPI(getenv)
+	cfg, err := config.LoadAPI(lookupEnv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// load runs one binary's loader over getenv and reports every problem at once.
-func load[T any](getenv func(string) string, f func(*loader) T) (T, error) {
-	l := newLoader(getenv)
+// load runs one binary's loader over lookupEnv and reports every problem at once.
+func load[T any](lookupEnv func(string) (string, bool), f func(*loader) T) (T, error) {
+	l := newLoader(lookupEnv)
 	c := f(l)
 	return c, l.err()
 }
@@ -83,7 +83,13 @@ func loadAPI(l *loader) API {
 }
 
 // LoadAPI reads the configuration of cmd/api.
-func LoadAPI(getenv func(string) string) (API, error) { return load(getenv, loadAPI) }
+func LoadAPI(lookupEnv func(string) (string, bool)) (API, error) { return load(lookupEnv, loadAPI) }
+
+// opsAddrDoc says why an operations address defaults to loopback.
+func opsAddrDoc(port string) string {
+	return "The default listens on loopback only, for probes and scrapers on the same machine; " +
+		"where they connect from elsewhere (another container, a Prometheus host), set e.g. 0.0.0.0:" + port + "."
+}
 
 // Worker is the configuration of cmd/worker.
 type Worker struct {
@@ -106,7 +112,7 @@ type WorkerSection struct {
 
 func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
-		OpsAddr:  l.String("WORKER_OPS_ADDR", ":9090", "Address of the worker's /healthz and /metrics; empty to serve none."),
+		OpsAddr:  l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090")),
 		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535, "Unacknowledged deliveries each handler's channel may hold (AMQP prefetch)."),
 		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
 			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
@@ -142,7 +148,9 @@ func loadWorkerConfig(l *loader) Worker {
 }
 
 // LoadWorker reads the configuration of cmd/worker.
-func LoadWorker(getenv func(string) string) (Worker, error) { return load(getenv, loadWorkerConfig) }
+func LoadWorker(lookupEnv func(string) (string, bool)) (Worker, error) {
+	return load(lookupEnv, loadWorkerConfig)
+}
 
 // Relay is the configuration of cmd/relay.
 type Relay struct {
@@ -163,7 +171,7 @@ type RelaySection struct {
 
 func loadRelay(l *loader) RelaySection {
 	return RelaySection{
-		OpsAddr:            l.String("RELAY_OPS_ADDR", ":9091", "Address of the relay's /healthz and /metrics; empty to serve none."),
+		OpsAddr:            l.OptionalAddr("RELAY_OPS_ADDR", "127.0.0.1:9091", "Address of the relay's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9091")),
 		ReplicationEnabled: l.Bool("OBJECT_REPLICATION_ENABLED", true, "Enable the object replication subsystem."),
 		Enabled:            l.Bool("OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED", true, "Enable outbox relay polling."),
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
@@ -177,7 +185,9 @@ func loadRelayConfig(l *loader) Relay {
 }
 
 // LoadRelay reads the configuration of cmd/relay.
-func LoadRelay(getenv func(string) string) (Relay, error) { return load(getenv, loadRelayConfig) }
+func LoadRelay(lookupEnv func(string) (string, bool)) (Relay, error) {
+	return load(lookupEnv, loadRelayConfig)
+}
 
 // Reconcile is the configuration of cmd/reconcile.
 type Reconcile struct {
@@ -204,7 +214,7 @@ type ReconcileSection struct {
 
 func loadReconcile(l *loader) ReconcileSection {
 	r := ReconcileSection{
-		OpsAddr:  l.String("RECONCILE_OPS_ADDR", ":9092", "Address of the reconciler's /healthz and /metrics; empty to serve none."),
+		OpsAddr:  l.OptionalAddr("RECONCILE_OPS_ADDR", "127.0.0.1:9092", "Address of the reconciler's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9092")),
 		LeaseTTL: l.Duration("RECONCILE_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute, "TTL of the leader lease; the leader renews it at a third. A leader that cannot renew it stops running jobs."),
 		BalanceSyncSchedule: l.String("BALANCE_SYNC_SCHEDULE", "@every 30m",
 			"When balance-sync runs: cron with optional seconds (\"0 */30 * * * *\") or a descriptor (\"@every 30m\"); \"off\" disables it."),
@@ -240,8 +250,8 @@ func loadReconcileConfig(l *loader) Reconcile {
 }
 
 // LoadReconcile reads the configuration of cmd/reconcile.
-func LoadReconcile(getenv func(string) string) (Reconcile, error) {
-	return load(getenv, loadReconcileConfig)
+func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
+	return load(lookupEnv, loadReconcileConfig)
 }
 
 // Islectl is the configuration of cmd/islectl: the connections and the token key.
@@ -258,7 +268,9 @@ func loadIslectl(l *loader) Islectl {
 }
 
 // LoadIslectl reads the configuration of cmd/islectl.
-func LoadIslectl(getenv func(string) string) (Islectl, error) { return load(getenv, loadIslectl) }
+func LoadIslectl(lookupEnv func(string) (string, bool)) (Islectl, error) {
+	return load(lookupEnv, loadIslectl)
+}
 
 // binaries maps each binary to its loader; the documentation derives from it.
 var binaries = []struct {

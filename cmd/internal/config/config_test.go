@@ -12,8 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// env is an environment holding exactly m, as os.LookupEnv sees one.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }
 
 func TestDocMatchesTheCode(t *testing.T) {
@@ -165,4 +169,36 @@ func TestKeyValueItemsNeedBothSides(t *testing.T) {
 	c, err := config.LoadWorker(env(map[string]string{"WORKER_CONCURRENCY_BY_DOMAIN": "email=3"}))
 	require.NoError(t, err)
 	require.Equal(t, 3, c.Worker.Concurrency["email"])
+}
+
+// doc/config.md says "empty to serve none" of the operations addresses: set
+// to empty, they serve nothing (unset, they take the default).
+func TestEmptyOpsAddressesServeNone(t *testing.T) {
+	t.Parallel()
+	w, err := config.LoadWorker(env(map[string]string{"WORKER_OPS_ADDR": ""}))
+	require.NoError(t, err)
+	require.Empty(t, w.Worker.OpsAddr)
+	r, err := config.LoadRelay(env(map[string]string{"RELAY_OPS_ADDR": ""}))
+	require.NoError(t, err)
+	require.Empty(t, r.Relay.OpsAddr)
+	c, err := config.LoadReconcile(env(map[string]string{"RECONCILE_OPS_ADDR": " "}))
+	require.NoError(t, err)
+	require.Empty(t, c.Reconcile.OpsAddr)
+	_, err = config.LoadWorker(env(map[string]string{"WORKER_OPS_ADDR": "9090"}))
+	require.ErrorContains(t, err, `WORKER_OPS_ADDR="9090": want host:port`)
+}
+
+// Unset, the operations addresses listen on loopback only: /metrics and
+// /healthz are for the machine's own probes and scrapers.
+func TestOpsAddressesDefaultToLoopback(t *testing.T) {
+	t.Parallel()
+	w, err := config.LoadWorker(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9090", w.Worker.OpsAddr)
+	r, err := config.LoadRelay(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9091", r.Relay.OpsAddr)
+	c, err := config.LoadReconcile(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9092", c.Reconcile.OpsAddr)
 }
