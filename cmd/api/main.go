@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
 	if cfg.JWT.IsDefault {
-		log.Warn("API_JWT_SECRET is not set: using the built-in development secret; anyone can mint tokens for this API")
+		log.Warn("ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
 	}
 	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {

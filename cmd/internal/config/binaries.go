@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -54,32 +53,12 @@ func loadHTTP(l *loader) HTTP {
 	}
 }
 
-// DevJWTSecret is the JWT secret used when API_JWT_SECRET is unset. It lets
-// the local fleet and islectl token work out of the box; the API logs a
-// warning whenever it runs with it.
-const DevJWTSecret = "isle-local-development-secret-do-not-use-in-production"
-
-// JWT is the token section, shared by the API and islectl token.
-type JWT struct {
-	Secret    []byte
-	IsDefault bool // the development secret is in use
-	Leeway    time.Duration
-}
-
-func loadJWT(l *loader) JWT {
-	secret := l.Secret("API_JWT_SECRET", DevJWTSecret, "HS256 key of bearer tokens, at least 32 bytes. The default is for local use only: the API warns while it runs with it.")
-	if len(secret) < 32 {
-		l.errs = append(l.errs, fmt.Errorf("API_JWT_SECRET: %d bytes; want at least 32", len(secret)))
-	}
-	return JWT{
-		Secret:    []byte(secret),
-		IsDefault: secret == DevJWTSecret,
-		Leeway:    l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat."),
-	}
-}
-
 func loadAPI(l *loader) API {
-	return API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
+	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
+	if c.JWT.missing != nil {
+		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
+	}
+	return c
 }
 
 // LoadAPI reads the configuration of cmd/api.
@@ -254,7 +233,8 @@ func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
 	return load(lookupEnv, loadReconcileConfig)
 }
 
-// Islectl is the configuration of cmd/islectl: the connections and the token key.
+// Islectl is the configuration of cmd/islectl: the connections and the token
+// key, which only islectl token needs (JWT.Key says when it is missing).
 type Islectl struct {
 	Log   Log
 	MySQL store.MySQLConfig

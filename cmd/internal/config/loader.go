@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,15 +24,21 @@ type Var struct {
 // derives from the code.
 type loader struct {
 	lookupEnv func(string) (string, bool)
+	readFile  func(string) ([]byte, error) // the files variables name (API_JWT_SECRET_FILE)
 	errs      []error
 	seen      []Var
 }
 
+// newLoader reads lookupEnv and the files it names; with a nil lookupEnv
+// (for the documentation) every variable is unset and no file exists.
 func newLoader(lookupEnv func(string) (string, bool)) *loader {
 	if lookupEnv == nil {
-		lookupEnv = func(string) (string, bool) { return "", false }
+		return &loader{
+			lookupEnv: func(string) (string, bool) { return "", false },
+			readFile:  func(string) ([]byte, error) { return nil, fs.ErrNotExist },
+		}
 	}
-	return &loader{lookupEnv: lookupEnv}
+	return &loader{lookupEnv: lookupEnv, readFile: os.ReadFile}
 }
 
 func (l *loader) err() error { return errors.Join(l.errs...) }
