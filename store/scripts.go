@@ -29,4 +29,6 @@ var (
 	initBalanceScript = script("init_balance.lua")
 	settleScript      = script("settle.lua")
 	cacheFillScript   = script("cache_fill.lua")
+	banApplyScript    = script("ban_apply.lua")
+	banSwapScript     = script("ban_swap.lua")
 )
