@@ -141,14 +141,3 @@ func RebuildBans(ctx context.Context, db *gorm.DB, r *Redis, seen int64) (BanReb
 	res.Replaced = n == 1
 	return res, nil
 }
-
-// RestoreBans rebuilds Redis's ban list from MySQL when Redis holds no
-// generation (it lost its data) and reports how many bans it put back.
-func RestoreBans(ctx context.Context, db *gorm.DB, r *Redis) (int, error) {
-	gen, err := r.BanGeneration(ctx)
-	if err != nil || gen >= 0 {
-		return 0, err
-	}
-	res, err := RebuildBans(ctx, db, r, gen)
-	return res.Users, err
-}

@@ -15,7 +15,6 @@ import (
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -40,11 +39,6 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer deps.Close()
-	if n, err := store.RestoreBans(ctx, deps.DB, deps.Redis); err != nil {
-		return err
-	} else if n > 0 {
-		log.Info("bans restored into Redis from MySQL", "users", n)
-	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -57,10 +51,15 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	defer pub.Close()
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
+		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 	}, httpapi.Deps{DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}
+	if err := api.CheckBans(ctx); err != nil { // a Redis that lost its data has its bans back before the first request
+		return err
+	}
+	go api.WatchBans(ctx)
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {

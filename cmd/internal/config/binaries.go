@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
@@ -38,6 +39,7 @@ type HTTP struct {
 	ShutdownTimeout   time.Duration
 	MaxBodyBytes      int64
 	TrustProxy        bool
+	BanCheckInterval  time.Duration
 }
 
 func loadHTTP(l *loader) HTTP {
@@ -50,6 +52,8 @@ func loadHTTP(l *loader) HTTP {
 		ShutdownTimeout:   l.Duration("API_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute, "How long the API waits for requests in flight at SIGTERM."),
 		MaxBodyBytes:      int64(l.Int("API_MAX_BODY_BYTES", 1<<20, 1024, 1<<30, "Largest request body of an endpoint that sets no limit of its own (413 above it).")),
 		TrustProxy:        l.Bool("API_TRUST_PROXY", false, "Take the client IP (rate limits, replay keys) from X-Forwarded-For: only behind a proxy that sets it."),
+		BanCheckInterval: l.Duration("API_BAN_CHECK_INTERVAL", httpapi.BanCheckIntervalDefault, 100*time.Millisecond, 30*time.Second,
+			"How often the API compares Redis's ban list with MySQL's (user_ban) and rebuilds it when Redis lost bans or came back from an older snapshot; meanwhile MySQL answers the ban check."),
 	}
 }
 
