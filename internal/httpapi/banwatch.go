@@ -99,7 +99,11 @@ func (w *banWatch) check(ctx context.Context) error {
 		}
 		if res.Replaced {
 			w.rebuilds.Inc()
-			w.log.WarnContext(ctx, "ban list in Redis was behind MySQL's: rebuilt it from MySQL",
+			level, msg := slog.LevelWarn, "ban list in Redis was behind MySQL's: rebuilt it from MySQL"
+			if redisGen < 0 && res.Generation == 0 {
+				level, msg = slog.LevelInfo, "ban list built in Redis (nobody was ever banned)" // a new fleet's first start
+			}
+			w.log.Log(ctx, level, msg,
 				"redis_generation", redisGen, "mysql_generation", res.Generation, "bans", res.Users, "took", time.Since(began))
 		}
 	}
