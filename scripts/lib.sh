@@ -142,3 +142,19 @@ GRANT ALL PRIVILEGES ON \`isle\\_%\`.* TO 'isle'@'localhost', 'isle'@'127.0.0.1'
   die "cannot log in to MariaDB as root over TCP, nor create a user through the socket. As the database admin, run:
 $sql"
 }
+
+# ensure_jwt_secret FILE: make sure FILE holds a random HS256 key for the
+# API's tokens, made on the first run (readable by this user only) and
+# reused after, so tokens minted by `bin/islectl token` stay valid across
+# restarts. The binaries read it from API_JWT_SECRET_FILE's default,
+# var/jwt-secret, when API_JWT_SECRET is unset.
+ensure_jwt_secret() {
+  [ -s "$1" ] && return 0
+  say "generating the API's token key into $1 (random, git-ignored, reused by later runs)"
+  mkdir -p "$(dirname "$1")"
+  (
+    umask 077
+    od -An -tx1 -N32 /dev/urandom | tr -dc 0-9a-f >"$1.tmp" && mv "$1.tmp" "$1"
+  ) || die "could not write $1"
+  [ "$(wc -c <"$1")" -ge 32 ] || die "could not read random bytes into $1"
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"time"
 	"unicode/utf16"
 
@@ -40,49 +41,83 @@ func javaHashCode(s string) int32 {
 	return h
 }
 
-// IsBanned reports whether username is banned: the Bloom bitmap answers
-// "certainly not" for almost every user in one round trip, and the exact set
-// settles the rest (so there are no false positives).
-func (r *Redis) IsBanned(ctx context.Context, username string) (bool, error) {
+// BanState is what Redis says of one user: banned or not, and the ban
+// generation its list reflects (see RebuildBans).
+type BanState struct {
+	Banned     bool
+	Generation int64 // -1: Redis holds none (it lost its data, or no list was built yet)
+}
+
+// BanState checks username against Redis's ban list: the Bloom bitmap
+// answers "certainly not" for almost every user in one round trip, which
+// also reads the list's generation, and the exact set settles the rest (so
+// there are no false positives).
+func (r *Redis) BanState(ctx context.Context, username string) (BanState, error) {
 	c := r.Client(keys.DBUserBan)
 	args := make([]any, 0, 3*keys.BanBloomHashes) // GET, type, offset per hash
 	for _, p := range bloomPositions(username) {
 		args = append(args, "GET", "u1", p)
 	}
-	bits, err := c.BitField(ctx, r.keys.BanBloom(), args...).Result()
-	if err != nil {
-		return false, fmt.Errorf("store: ban bloom: %w", err)
+	var (
+		bits *redis.IntSliceCmd
+		gen  *redis.StringCmd
+	)
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		bits = p.BitField(ctx, r.keys.BanBloom(), args...)
+		gen = p.Get(ctx, r.keys.BanGeneration())
+		return nil
+	})
+	if err := bits.Err(); err != nil {
+		return BanState{}, fmt.Errorf("store: ban bloom: %w", err)
 	}
-	for _, b := range bits {
+	st := BanState{Generation: -1}
+	if g, err := gen.Result(); err == nil {
+		st.Generation = parseGeneration(g)
+	} else if !errors.Is(err, redis.Nil) {
+		return BanState{}, fmt.Errorf("store: ban generation: %w", err)
+	}
+	for _, b := range bits.Val() {
 		if b == 0 {
-			return false, nil
+			return st, nil
 		}
 	}
 	banned, err := c.SIsMember(ctx, r.keys.BanSet(), username).Result()
 	if err != nil {
-		return false, fmt.Errorf("store: ban set: %w", err)
+		return BanState{}, fmt.Errorf("store: ban set: %w", err)
 	}
-	return banned, nil
+	st.Banned = banned
+	return st, nil
 }
 
-// markBanned sets the Bloom bits and adds to the exact set, in one round trip.
-func (r *Redis) markBanned(ctx context.Context, usernames ...string) error {
-	if len(usernames) == 0 {
-		return nil
+// IsBanned reports whether Redis's ban list holds username.
+func (r *Redis) IsBanned(ctx context.Context, username string) (bool, error) {
+	st, err := r.BanState(ctx, username)
+	return st.Banned, err
+}
+
+// parseGeneration reads a generation Redis holds; -1 for one that is no
+// number (treated as none, so the list is rebuilt).
+func parseGeneration(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return -1
 	}
-	_, err := r.Client(keys.DBUserBan).TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, u := range usernames {
-			for _, pos := range bloomPositions(u) {
-				p.SetBit(ctx, r.keys.BanBloom(), pos, 1)
-			}
-			p.SAdd(ctx, r.keys.BanSet(), u)
+	return n
+}
+
+// applyBan writes one ban (or unban) that MySQL committed at generation gen
+// into Redis's list, advancing its generation when it was at gen-1
+// (ban_apply.lua).
+func (r *Redis) applyBan(ctx context.Context, username string, ban bool, gen int64) error {
+	k := r.keys
+	args := []any{"0", username, gen, gen - 1}
+	if ban {
+		args[0] = "1"
+		for _, p := range bloomPositions(username) {
+			args = append(args, p)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: ban: %w", err)
 	}
-	return nil
+	return banApplyScript.Run(ctx, r.Client(keys.DBUserBan), []string{k.BanBloom(), k.BanSet(), k.BanGeneration()}, args...).Err()
 }
 
 // UserBan is a row of user_ban.
@@ -96,46 +131,54 @@ func (UserBan) TableName() string { return "user_ban" }
 
 // Ban records a ban in MySQL (the durable source) and in Redis (what the
 // API checks). Banning twice keeps the first time and updates the reason.
+// Each ban advances the ban generation (RebuildBans). When Redis cannot be
+// written the ban still stands in MySQL, and the API's check puts it into
+// Redis within its period; the error says so.
 func Ban(ctx context.Context, db *gorm.DB, r *Redis, username, reason string) error {
 	if username == "" {
 		return errors.New("store: ban: empty username")
 	}
-	err := db.WithContext(ctx).Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"reason"})}).
-		Create(&UserBan{Username: username, Reason: reason, BannedAt: time.Now().UTC()}).Error
+	var gen int64
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		var err error
+		if gen, err = nextBanGeneration(tx); err != nil {
+			return err
+		}
+		return tx.Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"reason"})}).
+			Create(&UserBan{Username: username, Reason: reason, BannedAt: time.Now().UTC()}).Error
+	})
 	if err != nil {
 		return fmt.Errorf("store: ban %s: %w", username, err)
 	}
-	return r.markBanned(ctx, username)
+	if err := r.applyBan(ctx, username, true, gen); err != nil {
+		return fmt.Errorf("store: ban %s: recorded in MySQL, not in Redis, which the API's ban check restores from MySQL: %w", username, err)
+	}
+	return nil
 }
 
-// Unban removes a ban. The Bloom bits stay (other names may share them); the
-// exact set decides.
+// Unban removes a ban and reports whether there was one. The Bloom bits
+// stay (other names may share them; a rebuild clears them); the exact set
+// decides. Like Ban, it advances the generation, and a Redis it cannot
+// write is corrected by the API's check.
 func Unban(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, error) {
-	res := db.WithContext(ctx).Where("username = ?", username).Delete(&UserBan{})
-	if res.Error != nil {
-		return false, fmt.Errorf("store: unban %s: %w", username, res.Error)
-	}
-	if err := r.Client(keys.DBUserBan).SRem(ctx, r.keys.BanSet(), username).Err(); err != nil {
+	var (
+		gen int64
+		was bool
+	)
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		var err error
+		if gen, err = nextBanGeneration(tx); err != nil {
+			return err
+		}
+		res := tx.Where("username = ?", username).Delete(&UserBan{})
+		was = res.RowsAffected == 1
+		return res.Error
+	})
+	if err != nil {
 		return false, fmt.Errorf("store: unban %s: %w", username, err)
 	}
-	return res.RowsAffected == 1, nil
-}
-
-// RestoreBans puts every ban of MySQL back into Redis when the exact set is
-// missing (Redis restarted without its data) and reports how many it restored.
-func RestoreBans(ctx context.Context, db *gorm.DB, r *Redis) (int, error) {
-	n, err := r.Client(keys.DBUserBan).Exists(ctx, r.keys.BanSet()).Result()
-	if err != nil || n == 1 {
-		return 0, err
+	if err := r.applyBan(ctx, username, false, gen); err != nil {
+		return was, fmt.Errorf("store: unban %s: recorded in MySQL, not in Redis, which the API's ban check restores from MySQL: %w", username, err)
 	}
-	var names []string
-	if err := db.WithContext(ctx).Model(&UserBan{}).Pluck("username", &names).Error; err != nil {
-		return 0, fmt.Errorf("store: restore bans: %w", err)
-	}
-	for start := 0; start < len(names); start += 500 {
-		if err := r.markBanned(ctx, names[start:min(start+500, len(names))]...); err != nil {
-			return start, err
-		}
-	}
-	return len(names), nil
+	return was, nil
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -91,9 +92,9 @@ func TestConcurrentMigratorsApplyOnce(t *testing.T) {
 		require.NoError(t, <-errs)
 		total += <-counts
 	}
-	_, latest, err := store.SchemaVersion(context.Background(), storetest.MySQL(t))
+	files, err := fs.Glob(store.MigrationsFS(), "*.sql")
 	require.NoError(t, err)
-	require.EqualValues(t, latest, total, "each migration applied by exactly one migrator")
+	require.Equal(t, len(files), total, "each migration applied by exactly one migrator") // versions may have gaps
 }
 
 // Every gorm model maps onto columns that exist.

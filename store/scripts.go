@@ -30,4 +30,6 @@ var (
 	settleScript      = script("settle.lua")
 	resettleScript    = script("resettle.lua")
 	cacheFillScript   = script("cache_fill.lua")
+	banApplyScript    = script("ban_apply.lua")
+	banSwapScript     = script("ban_swap.lua")
 )

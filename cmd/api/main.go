@@ -15,36 +15,30 @@ import (
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func main() { app.Main("api", run) }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.LoadAPI(getenv)
+	cfg, err := config.LoadAPI(lookupEnv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
 	if cfg.JWT.IsDefault {
-		log.Warn("API_JWT_SECRET is not set: using the built-in development secret; anyone can mint tokens for this API")
+		log.Warn("ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
 	}
 	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
-	if n, err := store.RestoreBans(ctx, deps.DB, deps.Redis); err != nil {
-		return err
-	} else if n > 0 {
-		log.Info("bans restored into Redis from MySQL", "users", n)
-	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -57,10 +51,15 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer pub.Close()
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
+		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 	}, httpapi.Deps{DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}
+	if err := api.CheckBans(ctx); err != nil { // a Redis that lost its data has its bans back before the first request
+		return err
+	}
+	go api.WatchBans(ctx)
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {

@@ -38,7 +38,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout)
 	if err == nil {
 		return
 	}
@@ -58,8 +58,8 @@ func usagef(format string, a ...any) error {
 
 // env is what every command gets.
 type env struct {
-	getenv func(string) string
-	out    io.Writer
+	lookupEnv func(string) (string, bool)
+	out       io.Writer
 }
 
 type command struct {
@@ -81,7 +81,7 @@ func init() {
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), out io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(out)
 		if len(args) == 0 {
@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if !ok {
 		return usagef("unknown command %q (try `islectl help`)", args[0])
 	}
-	return cmd.run(ctx, env{getenv: getenv, out: out}, args[1:])
+	return cmd.run(ctx, env{lookupEnv: lookupEnv, out: out}, args[1:])
 }
 
 func printUsage(w io.Writer) {
@@ -141,7 +141,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // load reads the configuration and resolves the topology it names.
 func load(e env) (config.Islectl, *topology.Topology, error) {
-	cfg, err := config.LoadIslectl(e.getenv)
+	cfg, err := config.LoadIslectl(e.lookupEnv)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("configuration:\n%w", err)
 	}

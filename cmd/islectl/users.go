@@ -125,7 +125,11 @@ func runToken(_ context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, err := httpapi.MintToken(cfg.JWT.Secret, *user, httpapi.Role(*role), *ttl, time.Now())
+	key, err := cfg.JWT.Key()
+	if err != nil {
+		return err
+	}
+	tok, err := httpapi.MintToken(key, *user, httpapi.Role(*role), *ttl, time.Now())
 	if err != nil {
 		return usagef("%v", err)
 	}

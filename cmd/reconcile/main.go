@@ -33,8 +33,8 @@ import (
 )
 
 func main() {
-	app.Main("reconcile", func(ctx context.Context, args []string, getenv func(string) string) error {
-		return run(ctx, args, getenv, os.Stdout)
+	app.Main("reconcile", func(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
+		return run(ctx, args, lookupEnv, os.Stdout)
 	})
 }
 
@@ -61,7 +61,7 @@ var jobs = map[string]func(s services) reconcile.Job{
 // jobNames are the jobs' names, sorted, for -once and its usage.
 var jobNames = slices.Sorted(maps.Keys(jobs))
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	once := fs.String("once", "", "run one job now and exit: "+strings.Join(jobNames, ", "))
 	asJSON := fs.Bool("json", false, "with -once: print the result as JSON")
@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if *once != "" && !slices.Contains(jobNames, *once) {
 		return fmt.Errorf("-once %q: want one of %s", *once, strings.Join(jobNames, ", "))
 	}
-	cfg, err := config.LoadReconcile(getenv)
+	cfg, err := config.LoadReconcile(lookupEnv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}

@@ -16,12 +16,12 @@ import (
 
 func main() { app.Main("relay", run) }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.LoadRelay(getenv)
+	cfg, err := config.LoadRelay(lookupEnv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}

@@ -25,13 +25,13 @@ import (
 
 func main() { app.Main("worker", run) }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	handlerSpec := fs.String("handlers", "all", "handlers to run, comma-separated: all, dlq (every DLQ consumer), domain names, <domain>-dlq")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.LoadWorker(getenv)
+	cfg, err := config.LoadWorker(lookupEnv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}

@@ -106,12 +106,14 @@ func MintToken(secret []byte, sub string, role Role, ttl time.Duration, now time
 	}}).SignedString(secret)
 }
 
-// banCheckTimeout bounds the ban check, which fails open.
+// banCheckTimeout bounds each step of the ban check, which fails open.
 const banCheckTimeout = 250 * time.Millisecond
 
 // authenticate checks the bearer token (401), the role (403) and the ban
 // list (403). A ban check that cannot reach Redis lets the request through,
-// logged and counted: a Redis outage must not lock every user out.
+// logged and counted: a Redis outage must not lock every user out. While
+// Redis's ban list is known to be behind MySQL's (it lost its data or came
+// back from an older snapshot, until banWatch rebuilds it), MySQL answers.
 func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) {
 	ctx := r.Context()
 	h := r.Header.Get("Authorization")
@@ -128,11 +130,15 @@ func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) 
 	}
 	banCtx, cancel := context.WithTimeout(ctx, banCheckTimeout)
 	defer cancel()
-	banned, err := s.deps.Redis.IsBanned(banCtx, p.Subject)
+	st, err := s.deps.Redis.BanState(banCtx, p.Subject)
 	if err != nil {
 		s.metrics.banFailOpen.Inc()
 		s.deps.Log.WarnContext(ctx, "ban check failed; letting the request through", "request_id", RequestID(ctx), "sub", p.Subject, "err", err)
 		return p, nil
+	}
+	banned := st.Banned
+	if s.bans.suspect(st.Generation) {
+		banned = s.bans.bannedInMySQL(ctx, p.Subject, st.Banned)
 	}
 	if banned {
 		return Principal{}, Errorf(http.StatusForbidden, CodeForbidden, "user %s is banned", p.Subject)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/store"
-	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/shopspring/decimal"
@@ -101,24 +100,4 @@ func TestBanCheckFailsOpen(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Less(t, time.Since(began), 3*time.Second, "the check gives up quickly")
 	require.EqualValues(t, 1, b.metric(t, "isle_ban_check_fail_open_total", nil))
-}
-
-func TestBansComeBackAfterRedisLosesThem(t *testing.T) {
-	t.Parallel()
-	b := setup(t, options{})
-	require.NoError(t, store.Ban(t.Context(), b.db, b.redis, "carol", ""))
-	// Redis restarted empty.
-	require.NoError(t, b.redis.Client(keys.DBUserBan).Del(t.Context(), b.redis.Keys().BanSet(), b.redis.Keys().BanBloom()).Err())
-	banned, err := b.redis.IsBanned(t.Context(), "carol")
-	require.NoError(t, err)
-	require.False(t, banned)
-	n, err := store.RestoreBans(t.Context(), b.db, b.redis)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	banned, err = b.redis.IsBanned(t.Context(), "carol")
-	require.NoError(t, err)
-	require.True(t, banned)
-	n, err = store.RestoreBans(t.Context(), b.db, b.redis)
-	require.NoError(t, err)
-	require.Zero(t, n, "nothing to restore while the set exists")
 }

@@ -27,6 +27,8 @@ type Config struct {
 	JWTSecret    []byte        // HS256 key; required
 	JWTLeeway    time.Duration // clock skew allowed on exp, nbf and iat
 	TrustProxy   bool          // take the client IP from X-Forwarded-For
+
+	BanCheckInterval time.Duration // how often WatchBans compares Redis's ban list with MySQL's
 }
 
 // Deps are the services the platform and its endpoints use.
@@ -63,6 +65,7 @@ type Server struct {
 	metrics *httpMetrics
 	auth    *authenticator
 	billing *billing.Service
+	bans    *banWatch
 }
 
 // New returns a Server with the platform's own routes (health, readiness,
@@ -76,11 +79,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
 	cfg.JWTLeeway = cmp.Or(cfg.JWTLeeway, JWTLeewayDefault)
+	cfg.BanCheckInterval = cmp.Or(cfg.BanCheckInterval, BanCheckIntervalDefault)
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry)}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
+	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
 	s.router.Use(s.recoverer, s.correlate, s.observe)
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))

@@ -68,9 +68,13 @@ func setup(t *testing.T, o options) *testBundle {
 	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: amqpURL, Timeout: 500 * time.Millisecond}, tp, nil, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
-	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody},
+	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod},
 		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Log: log, Registry: b.reg})
 	require.NoError(t, err)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { b.srv.WatchBans(watchCtx); close(watched) }()
+	t.Cleanup(func() { stopWatch(); <-watched })
 	for _, rt := range o.routes {
 		b.srv.Handle(rt)
 	}

@@ -25,6 +25,7 @@ const (
 	LeaderboardSize    = 200
 	BanBloomBits       = 1_000_003
 	BanBloomHashes     = 6
+	BanRebuildTTL      = 5 * time.Minute // a ban list being rebuilt, if its builder dies
 	DeductionMarkerTTL = 7 * 24 * time.Hour
 )
 
@@ -48,6 +49,9 @@ var (
 	WallpaperUpload    = family("wallpaper:upload:{ownerUsername}", DBUploadRate, time.Hour, false)
 	BanBloom           = family("user:ban:bloom", DBUserBan, 0, false)
 	BanSet             = family("user:ban:set", DBUserBan, 0, false)
+	BanGeneration      = family("user:ban:generation", DBUserBan, 0, false)                     // Isle's own, not in seed 000
+	BanBloomRebuild    = family("user:ban:rebuild:bloom:{id}", DBUserBan, BanRebuildTTL, false) // Isle's own, not in seed 000
+	BanSetRebuild      = family("user:ban:rebuild:set:{id}", DBUserBan, BanRebuildTTL, false)   // Isle's own, not in seed 000
 	ProMonthPrice      = family("payment:pricing:pro-month:amount-fen", DBPayment, 0, false)
 	OrderChannel       = family("payment:order:channel:{outTradeNo}", DBPayment, PaymentChannelTTL, false)
 	OrderReceiptEmail  = family("payment:order:receipt-email:{outTradeNo}", DBPayment, 0, false) // order expiry + 60 min
@@ -118,6 +122,17 @@ func (b Builder) BanBloom() string { return b.Key(BanBloom) }
 
 // BanSet is the exact set of banned usernames.
 func (b Builder) BanSet() string { return b.Key(BanSet) }
+
+// BanGeneration is the ban generation of MySQL that Redis's ban list
+// reflects: every ban and unban advances it, in MySQL and here.
+func (b Builder) BanGeneration() string { return b.Key(BanGeneration) }
+
+// BanBloomRebuild and BanSetRebuild hold a ban list being rebuilt from
+// MySQL (id names the rebuild) until it replaces BanBloom and BanSet.
+func (b Builder) BanBloomRebuild(id string) string { return b.Key(BanBloomRebuild, id) }
+
+// BanSetRebuild is the exact set of a ban list being rebuilt.
+func (b Builder) BanSetRebuild(id string) string { return b.Key(BanSetRebuild, id) }
 
 // ScoreSubmitRate is the per-user per-game submit counter.
 func (b Builder) ScoreSubmitRate(gameID, userID string) string {

@@ -18,6 +18,9 @@ func TestSeedKeyNames(t *testing.T) {
 		"agent:usage:__models__":                     b.AgentUsageModels(),
 		"user:ban:bloom":                             b.BanBloom(),
 		"user:ban:set":                               b.BanSet(),
+		"user:ban:generation":                        b.BanGeneration(),
+		"user:ban:rebuild:set:r1":                    b.BanSetRebuild("r1"),
+		"user:ban:rebuild:bloom:r1":                  b.BanBloomRebuild("r1"),
 		"mg:score:submit:rate:2048:42":               b.ScoreSubmitRate("2048", "42"),
 		"payment:lock:create:agent-recharge:bob":     b.OrderCreateLock("agent-recharge", "bob"),
 		"verify:code:LOGIN:a@b.c":                    b.Key(keys.VerifyCode, "LOGIN", "a@b.c"),
@@ -63,6 +66,11 @@ func TestFamiliesAreConsistent(t *testing.T) {
 	}
 	require.False(t, keys.LeaderLease.Volatile, "seed 001: the leader lease is persistent")
 	require.False(t, keys.AgentBalance.Volatile)
+	for _, f := range []*keys.Family{keys.BanBloom, keys.BanSet, keys.BanGeneration, keys.BanBloomRebuild, keys.BanSetRebuild} {
+		require.Equal(t, keys.DBUserBan, f.DB, f.Template)
+		require.False(t, f.Volatile, "%s: the ban list is no cache; the start-up cleanup must not empty it", f.Template)
+	}
+	require.NotZero(t, keys.BanSetRebuild.TTL, "a rebuild left behind expires")
 	require.Len(t, keys.DBs(), 16, "15 databases; verify and identity share index 2")
 	idx := map[int]bool{}
 	for _, db := range keys.DBs() {

@@ -1,20 +1,20 @@
 package config
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
 
-// load runs one binary's loader over getenv and reports every problem at once.
-func load[T any](getenv func(string) string, f func(*loader) T) (T, error) {
-	l := newLoader(getenv)
+// load runs one binary's loader over lookupEnv and reports every problem at once.
+func load[T any](lookupEnv func(string) (string, bool), f func(*loader) T) (T, error) {
+	l := newLoader(lookupEnv)
 	c := f(l)
 	return c, l.err()
 }
@@ -39,6 +39,7 @@ type HTTP struct {
 	ShutdownTimeout   time.Duration
 	MaxBodyBytes      int64
 	TrustProxy        bool
+	BanCheckInterval  time.Duration
 }
 
 func loadHTTP(l *loader) HTTP {
@@ -51,39 +52,27 @@ func loadHTTP(l *loader) HTTP {
 		ShutdownTimeout:   l.Duration("API_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute, "How long the API waits for requests in flight at SIGTERM."),
 		MaxBodyBytes:      int64(l.Int("API_MAX_BODY_BYTES", 1<<20, 1024, 1<<30, "Largest request body of an endpoint that sets no limit of its own (413 above it).")),
 		TrustProxy:        l.Bool("API_TRUST_PROXY", false, "Take the client IP (rate limits, replay keys) from X-Forwarded-For: only behind a proxy that sets it."),
-	}
-}
-
-// DevJWTSecret is the JWT secret used when API_JWT_SECRET is unset. It lets
-// the local fleet and islectl token work out of the box; the API logs a
-// warning whenever it runs with it.
-const DevJWTSecret = "isle-local-development-secret-do-not-use-in-production"
-
-// JWT is the token section, shared by the API and islectl token.
-type JWT struct {
-	Secret    []byte
-	IsDefault bool // the development secret is in use
-	Leeway    time.Duration
-}
-
-func loadJWT(l *loader) JWT {
-	secret := l.Secret("API_JWT_SECRET", DevJWTSecret, "HS256 key of bearer tokens, at least 32 bytes. The default is for local use only: the API warns while it runs with it.")
-	if len(secret) < 32 {
-		l.errs = append(l.errs, fmt.Errorf("API_JWT_SECRET: %d bytes; want at least 32", len(secret)))
-	}
-	return JWT{
-		Secret:    []byte(secret),
-		IsDefault: secret == DevJWTSecret,
-		Leeway:    l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat."),
+		BanCheckInterval: l.Duration("API_BAN_CHECK_INTERVAL", httpapi.BanCheckIntervalDefault, 100*time.Millisecond, 30*time.Second,
+			"How often the API compares Redis's ban list with MySQL's (user_ban) and rebuilds it when Redis lost bans or came back from an older snapshot; meanwhile MySQL answers the ban check."),
 	}
 }
 
 func loadAPI(l *loader) API {
-	return API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
+	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
+	if c.JWT.missing != nil {
+		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
+	}
+	return c
 }
 
 // LoadAPI reads the configuration of cmd/api.
-func LoadAPI(getenv func(string) string) (API, error) { return load(getenv, loadAPI) }
+func LoadAPI(lookupEnv func(string) (string, bool)) (API, error) { return load(lookupEnv, loadAPI) }
+
+// opsAddrDoc says why an operations address defaults to loopback.
+func opsAddrDoc(port string) string {
+	return "The default listens on loopback only, for probes and scrapers on the same machine; " +
+		"where they connect from elsewhere (another container, a Prometheus host), set e.g. 0.0.0.0:" + port + "."
+}
 
 // Worker is the configuration of cmd/worker.
 type Worker struct {
@@ -106,7 +95,7 @@ type WorkerSection struct {
 
 func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
-		OpsAddr:  l.String("WORKER_OPS_ADDR", ":9090", "Address of the worker's /healthz and /metrics; empty to serve none."),
+		OpsAddr:  l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090")),
 		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535, "Unacknowledged deliveries each handler's channel may hold (AMQP prefetch)."),
 		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
 			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
@@ -142,7 +131,9 @@ func loadWorkerConfig(l *loader) Worker {
 }
 
 // LoadWorker reads the configuration of cmd/worker.
-func LoadWorker(getenv func(string) string) (Worker, error) { return load(getenv, loadWorkerConfig) }
+func LoadWorker(lookupEnv func(string) (string, bool)) (Worker, error) {
+	return load(lookupEnv, loadWorkerConfig)
+}
 
 // Relay is the configuration of cmd/relay.
 type Relay struct {
@@ -163,7 +154,7 @@ type RelaySection struct {
 
 func loadRelay(l *loader) RelaySection {
 	return RelaySection{
-		OpsAddr:            l.String("RELAY_OPS_ADDR", ":9091", "Address of the relay's /healthz and /metrics; empty to serve none."),
+		OpsAddr:            l.OptionalAddr("RELAY_OPS_ADDR", "127.0.0.1:9091", "Address of the relay's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9091")),
 		ReplicationEnabled: l.Bool("OBJECT_REPLICATION_ENABLED", true, "Enable the object replication subsystem."),
 		Enabled:            l.Bool("OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED", true, "Enable outbox relay polling."),
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
@@ -177,7 +168,9 @@ func loadRelayConfig(l *loader) Relay {
 }
 
 // LoadRelay reads the configuration of cmd/relay.
-func LoadRelay(getenv func(string) string) (Relay, error) { return load(getenv, loadRelayConfig) }
+func LoadRelay(lookupEnv func(string) (string, bool)) (Relay, error) {
+	return load(lookupEnv, loadRelayConfig)
+}
 
 // Reconcile is the configuration of cmd/reconcile.
 type Reconcile struct {
@@ -204,7 +197,7 @@ type ReconcileSection struct {
 
 func loadReconcile(l *loader) ReconcileSection {
 	r := ReconcileSection{
-		OpsAddr:  l.String("RECONCILE_OPS_ADDR", ":9092", "Address of the reconciler's /healthz and /metrics; empty to serve none."),
+		OpsAddr:  l.OptionalAddr("RECONCILE_OPS_ADDR", "127.0.0.1:9092", "Address of the reconciler's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9092")),
 		LeaseTTL: l.Duration("RECONCILE_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute, "TTL of the leader lease; the leader renews it at a third. A leader that cannot renew it stops running jobs."),
 		BalanceSyncSchedule: l.String("BALANCE_SYNC_SCHEDULE", "@every 30m",
 			"When balance-sync runs: cron with optional seconds (\"0 */30 * * * *\") or a descriptor (\"@every 30m\"); \"off\" disables it."),
@@ -240,11 +233,12 @@ func loadReconcileConfig(l *loader) Reconcile {
 }
 
 // LoadReconcile reads the configuration of cmd/reconcile.
-func LoadReconcile(getenv func(string) string) (Reconcile, error) {
-	return load(getenv, loadReconcileConfig)
+func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
+	return load(lookupEnv, loadReconcileConfig)
 }
 
-// Islectl is the configuration of cmd/islectl: the connections and the token key.
+// Islectl is the configuration of cmd/islectl: the connections and the token
+// key, which only islectl token needs (JWT.Key says when it is missing).
 type Islectl struct {
 	Log   Log
 	MySQL store.MySQLConfig
@@ -258,7 +252,9 @@ func loadIslectl(l *loader) Islectl {
 }
 
 // LoadIslectl reads the configuration of cmd/islectl.
-func LoadIslectl(getenv func(string) string) (Islectl, error) { return load(getenv, loadIslectl) }
+func LoadIslectl(lookupEnv func(string) (string, bool)) (Islectl, error) {
+	return load(lookupEnv, loadIslectl)
+}
 
 // binaries maps each binary to its loader; the documentation derives from it.
 var binaries = []struct {

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ func TestComposeFile(t *testing.T) {
 			Command     []string          `yaml:"command"`
 			Environment map[string]string `yaml:"environment"`
 			Ports       []string          `yaml:"ports"`
+			Volumes     []string          `yaml:"volumes"`
 			Healthcheck *struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
@@ -64,6 +66,17 @@ func TestComposeFile(t *testing.T) {
 	}
 	require.Empty(t, doc.Services["worker"].Ports, "--scale worker=3 needs a worker without host ports")
 	require.Contains(t, strings.Join(doc.Services["migrate"].Command, " "), "islectl migrate && islectl topology apply")
+	// The token key is made at the first start, not written in this file
+	// for everyone to read, and the API reads the file it is made in.
+	for name, s := range doc.Services {
+		require.NotContains(t, s.Environment, "API_JWT_SECRET", name)
+		require.NotContains(t, s.Environment, "ISLE_DEV", name)
+	}
+	keyFile := doc.Services["api"].Environment["API_JWT_SECRET_FILE"]
+	require.NotEmpty(t, keyFile)
+	require.Contains(t, strings.Join(doc.Services["migrate"].Command, " "), "> "+keyFile)
+	require.Contains(t, doc.Services["api"].Volumes, "isle-secrets:"+path.Dir(keyFile)+":ro")
+	require.Contains(t, doc.Services["migrate"].Volumes, "isle-secrets:"+path.Dir(keyFile))
 
 	dockerfile, err := os.ReadFile("../../../Dockerfile")
 	require.NoError(t, err)

@@ -12,8 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// env is an environment holding exactly m, as os.LookupEnv sees one.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }
 
 func TestDocMatchesTheCode(t *testing.T) {
@@ -134,7 +138,7 @@ func TestHugeMillisecondsAreOutOfRange(t *testing.T) {
 	_, err = config.LoadAPI(env(map[string]string{"REDIS_TIMEOUT": huge}))
 	require.ErrorContains(t, err, `REDIS_TIMEOUT="288230376151716744": out of range 1ms..1m0s`)
 
-	c, err := config.LoadAPI(env(map[string]string{"REDIS_TIMEOUT": "60000", "API_JWT_LEEWAY": "0"}))
+	c, err := config.LoadAPI(env(map[string]string{"REDIS_TIMEOUT": "60000", "API_JWT_LEEWAY": "0", "API_JWT_SECRET": strings.Repeat("s", 32)}))
 	require.NoError(t, err, "the bounds themselves are in range")
 	require.Equal(t, time.Minute, c.Redis.Timeout)
 	require.Zero(t, c.JWT.Leeway)
@@ -165,4 +169,93 @@ func TestKeyValueItemsNeedBothSides(t *testing.T) {
 	c, err := config.LoadWorker(env(map[string]string{"WORKER_CONCURRENCY_BY_DOMAIN": "email=3"}))
 	require.NoError(t, err)
 	require.Equal(t, 3, c.Worker.Concurrency["email"])
+}
+
+// doc/config.md says "empty to serve none" of the operations addresses: set
+// to empty, they serve nothing (unset, they take the default).
+func TestEmptyOpsAddressesServeNone(t *testing.T) {
+	t.Parallel()
+	w, err := config.LoadWorker(env(map[string]string{"WORKER_OPS_ADDR": ""}))
+	require.NoError(t, err)
+	require.Empty(t, w.Worker.OpsAddr)
+	r, err := config.LoadRelay(env(map[string]string{"RELAY_OPS_ADDR": ""}))
+	require.NoError(t, err)
+	require.Empty(t, r.Relay.OpsAddr)
+	c, err := config.LoadReconcile(env(map[string]string{"RECONCILE_OPS_ADDR": " "}))
+	require.NoError(t, err)
+	require.Empty(t, c.Reconcile.OpsAddr)
+	_, err = config.LoadWorker(env(map[string]string{"WORKER_OPS_ADDR": "9090"}))
+	require.ErrorContains(t, err, `WORKER_OPS_ADDR="9090": want host:port`)
+}
+
+// Unset, the operations addresses listen on loopback only: /metrics and
+// /healthz are for the machine's own probes and scrapers.
+func TestOpsAddressesDefaultToLoopback(t *testing.T) {
+	t.Parallel()
+	w, err := config.LoadWorker(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9090", w.Worker.OpsAddr)
+	r, err := config.LoadRelay(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9091", r.Relay.OpsAddr)
+	c, err := config.LoadReconcile(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9092", c.Reconcile.OpsAddr)
+}
+
+// Without a key the API refuses to start, naming the variable to set and
+// the explicit opt-in to the public development key, instead of running
+// with a key anyone can read in the source and mint admin tokens with.
+func TestAPIRefusesToStartWithoutAJWTSecret(t *testing.T) {
+	t.Parallel()
+	for _, e := range []map[string]string{nil, {"API_JWT_SECRET": ""}, {"ISLE_DEV": "0"}} {
+		_, err := config.LoadAPI(env(e))
+		require.ErrorContains(t, err, "API_JWT_SECRET", e)
+		require.ErrorContains(t, err, "ISLE_DEV=1", e)
+	}
+	c, err := config.LoadAPI(env(map[string]string{"ISLE_DEV": "1"}))
+	require.NoError(t, err, "ISLE_DEV=1 is the explicit opt-in")
+	require.True(t, c.JWT.IsDefault)
+	require.Equal(t, config.DevJWTSecret, string(c.JWT.Secret))
+}
+
+// scripts/up keeps a random key in a file; the API and islectl token read
+// the same file, so the tokens islectl mints are the ones the API accepts.
+func TestAPIAndIslectlTokenShareTheSecretFile(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/jwt-secret"
+	key := strings.Repeat("k3y", 16)
+	require.NoError(t, os.WriteFile(file, []byte(key+"\n"), 0o600))
+	e := env(map[string]string{"API_JWT_SECRET_FILE": file})
+	api, err := config.LoadAPI(e)
+	require.NoError(t, err)
+	require.Equal(t, key, string(api.JWT.Secret))
+	require.False(t, api.JWT.IsDefault)
+	ctl, err := config.LoadIslectl(e)
+	require.NoError(t, err)
+	require.Equal(t, api.JWT.Secret, ctl.JWT.Secret)
+}
+
+// islectl needs a key only to mint tokens: migrate and the rest run
+// without one. A key file that is named but unreadable, or a short key, is
+// a bad variable wherever it is read.
+func TestIslectlNeedsAKeyOnlyForTokens(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadIslectl(env(nil))
+	require.NoError(t, err)
+	_, err = c.JWT.Key()
+	require.ErrorContains(t, err, "API_JWT_SECRET is not set")
+	require.ErrorContains(t, err, "ISLE_DEV=1")
+
+	dir := t.TempDir()
+	_, err = config.LoadIslectl(env(map[string]string{"API_JWT_SECRET_FILE": dir + "/missing"}))
+	require.ErrorContains(t, err, "API_JWT_SECRET_FILE=")
+	require.NoError(t, os.WriteFile(dir+"/short", []byte("short\n"), 0o600))
+	_, err = config.LoadAPI(env(map[string]string{"API_JWT_SECRET_FILE": dir + "/short"}))
+	require.ErrorContains(t, err, "5 bytes; want at least 32")
+	c, err = config.LoadIslectl(env(map[string]string{"API_JWT_SECRET": strings.Repeat("s", 32), "API_JWT_SECRET_FILE": dir + "/short"}))
+	require.NoError(t, err, "API_JWT_SECRET wins over the file")
+	key, err := c.JWT.Key()
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("s", 32), string(key))
 }

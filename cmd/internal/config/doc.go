@@ -45,8 +45,9 @@ place (` + "`cmd/internal/config`" + `). Names follow the customer's documents: 
 variables of seed 000, the RabbitMQ connection of seed 002, and seed 002's Spring
 properties written as variables (` + "`email.notify-max-retries`" + ` is
 ` + "`EMAIL_NOTIFY_MAX_RETRIES`" + `). Unset or empty variables take the default, which
-works against the local services. A binary reports every bad variable at once and
-does not start.
+works against the local services; only the operations addresses (` + "`*_OPS_ADDR`" + `)
+tell the two apart: unset takes the default, empty serves none. A binary reports
+every bad variable at once and does not start.
 
 This file is generated from the loaders by ` + "`go generate ./cmd/internal/config`" + `;
 a test fails when it is out of date.

@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,19 +19,26 @@ type Var struct {
 	Secret  bool // never printed
 }
 
-// loader reads variables through getenv, collects every problem, and records
-// what it read so the documentation derives from the code.
+// loader reads variables through lookupEnv (os.LookupEnv in the binaries),
+// collects every problem, and records what it read so the documentation
+// derives from the code.
 type loader struct {
-	getenv func(string) string
-	errs   []error
-	seen   []Var
+	lookupEnv func(string) (string, bool)
+	readFile  func(string) ([]byte, error) // the files variables name (API_JWT_SECRET_FILE)
+	errs      []error
+	seen      []Var
 }
 
-func newLoader(getenv func(string) string) *loader {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
+// newLoader reads lookupEnv and the files it names; with a nil lookupEnv
+// (for the documentation) every variable is unset and no file exists.
+func newLoader(lookupEnv func(string) (string, bool)) *loader {
+	if lookupEnv == nil {
+		return &loader{
+			lookupEnv: func(string) (string, bool) { return "", false },
+			readFile:  func(string) ([]byte, error) { return nil, fs.ErrNotExist },
+		}
 	}
-	return &loader{getenv: getenv}
+	return &loader{lookupEnv: lookupEnv, readFile: os.ReadFile}
 }
 
 func (l *loader) err() error { return errors.Join(l.errs...) }
@@ -37,10 +47,19 @@ func (l *loader) failf(name, raw, format string, a ...any) {
 	l.errs = append(l.errs, fmt.Errorf("%s=%q: %s", name, raw, fmt.Sprintf(format, a...)))
 }
 
-// raw records the variable and returns its trimmed value ("" = unset).
+// raw records the variable and returns its trimmed value ("" = unset or
+// empty).
 func (l *loader) raw(v Var) string {
+	s, _ := l.lookup(v)
+	return s
+}
+
+// lookup records the variable and returns its trimmed value and whether it
+// is set at all (to empty, perhaps).
+func (l *loader) lookup(v Var) (string, bool) {
 	l.seen = append(l.seen, v)
-	return strings.TrimSpace(l.getenv(v.Name))
+	s, ok := l.lookupEnv(v.Name)
+	return strings.TrimSpace(s), ok
 }
 
 // read records a variable and returns its value parsed, or def when it is
@@ -65,6 +84,24 @@ func asIs(v string) (string, error) { return v, nil }
 // String reads a plain string.
 func (l *loader) String(name, def, doc string) string {
 	return read(l, Var{Name: name, Default: def, Doc: doc}, def, asIs)
+}
+
+// OptionalAddr reads a listen address (host:port) that may be switched
+// off: unset, it is def; set to empty, it is "" (serve none). This is the
+// one kind of variable whose empty value differs from its default.
+func (l *loader) OptionalAddr(name, def, doc string) string {
+	v, set := l.lookup(Var{Name: name, Default: def, Doc: doc})
+	switch {
+	case !set:
+		return def
+	case v == "":
+		return ""
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		l.failf(name, v, "want host:port (e.g. 127.0.0.1:9090), or empty to serve none")
+		return def
+	}
+	return v
 }
 
 // Secret is a string that is never printed (passwords, keys).
