@@ -125,18 +125,26 @@ func parseDeduction(res string) (Taken, error) {
 	return t, nil
 }
 
-// InitBalance initialises a user's hot balance from what MySQL read — the
-// balance and the user's ledger sequence with it — if it is missing, and
-// reports whether it did (seed 000 "Balance Initialization", with SPEC 6.6's
-// record of the read). Ledger entries MySQL committed after the read are
-// settled into the balance when they land (Settle). EnsureBalance does the
-// MySQL read.
-func (r *Redis) InitBalance(ctx context.Context, username string, balance decimal.Decimal, readSeq uint64, recent ...RecentDeduction) (bool, error) {
-	if balance.IsNegative() {
-		return false, fmt.Errorf("store: init balance of %s: negative balance %s", username, balance)
+// BalanceRead is what an initialisation read of user_account: the balance
+// with the ledger sequence and the hot-entry count it includes.
+type BalanceRead struct {
+	Balance    decimal.Decimal
+	Seq        uint64 // ledger_seq: entries with a higher seq are not in Balance
+	HotEntries uint64 // hot_entries: the Redis balance starts reflecting this many
+}
+
+// InitBalance initialises a user's hot balance from what MySQL read, if it
+// is missing, and reports whether it did (seed 000 "Balance
+// Initialization", with SPEC 6.6's record of the read). Ledger entries MySQL
+// committed after the read are settled into the balance when they land
+// (Settle). EnsureBalance does the MySQL read.
+func (r *Redis) InitBalance(ctx context.Context, username string, read BalanceRead, recent ...RecentDeduction) (bool, error) {
+	if read.Balance.IsNegative() {
+		return false, fmt.Errorf("store: init balance of %s: negative balance %s", username, read.Balance)
 	}
-	k := []string{r.keys.AgentBalance(username), r.keys.AgentBalanceInit(username), r.keys.AgentBalanceLate(username)}
-	args := []any{balance.StringFixed(MoneyScale), readSeq, time.Now().UnixMilli(), int64(keys.DeductionMarkerTTL / time.Second)}
+	k := []string{r.keys.AgentBalance(username), r.keys.AgentBalanceInit(username), r.keys.AgentBalanceLate(username),
+		r.keys.AgentBalanceEntries(username)}
+	args := []any{read.Balance.StringFixed(MoneyScale), read.Seq, time.Now().UnixMilli(), int64(keys.DeductionMarkerTTL / time.Second), read.HotEntries}
 	for _, d := range recent {
 		k = append(k, r.keys.AgentDeduction(username, d.ID))
 		args = append(args, markerValue(d.Amount, d.Ref, d.RequestHash))
@@ -257,7 +265,8 @@ func (r *Redis) settlePipeline(ctx context.Context, c *redis.Client, entries []S
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, e := range entries {
 			k := []string{r.keys.AgentBalance(e.Username), r.keys.AgentPending(e.Username), r.keys.AgentBalanceInit(e.Username),
-				r.keys.AgentBalanceLate(e.Username), r.keys.AgentSettled(e.Username, e.Kind, e.EntryID), r.keys.AgentDeduction(e.Username, e.EntryID)}
+				r.keys.AgentBalanceLate(e.Username), r.keys.AgentSettled(e.Username, e.Kind, e.EntryID), r.keys.AgentDeduction(e.Username, e.EntryID),
+				r.keys.AgentBalanceEntries(e.Username)}
 			cmds[i] = settleScript.EvalSha(ctx, p, k, e.Kind, e.EntryID, e.Amount.StringFixed(MoneyScale), e.Seq,
 				int64(keys.DeductionMarkerTTL/time.Second), time.Now().UnixMilli(), markerValue(e.deducted(), e.Ref, e.RequestHash))
 		}

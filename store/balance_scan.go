@@ -45,17 +45,26 @@ type HotBalance struct {
 	Present   bool   // the balance key exists and parses
 	Malformed string // the key exists but holds this, which is no balance (not a decimal, or negative)
 	Pending   int64
+	// Entries is how many ledger entries the balance reflects (compare
+	// with user_account.hot_entries); EntriesKnown is false when the count
+	// is missing or unreadable.
+	Entries      uint64
+	EntriesKnown bool
+	raw, rawN    string // as read, for ResetBalance's check
 }
 
-// HotBalances reads the balance and the number of pending deductions of
-// users in one MULTI/EXEC, so each pair is consistent.
+// HotBalances reads the balance, the number of pending deductions and the
+// count of reflected entries of users in one MULTI/EXEC, so each is
+// consistent with the others.
 func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]HotBalance, error) {
 	gets := make([]*redis.StringCmd, len(users))
+	counts := make([]*redis.StringCmd, len(users))
 	lens := make([]*redis.IntCmd, len(users))
 	_, err := r.Client(keys.DBAgentBilling).TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
 			gets[i] = p.Get(ctx, r.keys.AgentBalance(u))
 			lens[i] = p.HLen(ctx, r.keys.AgentPending(u))
+			counts[i] = p.Get(ctx, r.keys.AgentBalanceEntries(u))
 		}
 		return nil
 	})
@@ -64,7 +73,7 @@ func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]Hot
 	}
 	out := make(map[string]HotBalance, len(users))
 	for i, u := range users {
-		h := HotBalance{Pending: lens[i].Val()}
+		h := HotBalance{Pending: lens[i].Val(), raw: gets[i].Val(), rawN: counts[i].Val()}
 		if v, err := gets[i].Result(); err == nil {
 			if d, err := decimal.NewFromString(v); err == nil && !d.IsNegative() {
 				h.Balance, h.Present = d, true
@@ -72,9 +81,24 @@ func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]Hot
 				h.Malformed = v
 			}
 		}
+		if n, err := strconv.ParseUint(h.rawN, 10, 64); err == nil {
+			h.Entries, h.EntriesKnown = n, true
+		}
 		out[u] = h
 	}
 	return out, nil
+}
+
+// ResetBalance drops a hot balance found behind MySQL, if it is still as h
+// read it and no deduction is pending, so that the next read initialises it
+// from MySQL (EnsureBalance); it reports whether it dropped it.
+func (r *Redis) ResetBalance(ctx context.Context, username string, h HotBalance) (bool, error) {
+	k := []string{r.keys.AgentBalance(username), r.keys.AgentPending(username), r.keys.AgentBalanceEntries(username), r.keys.AgentBalanceInit(username)}
+	n, err := resetBalanceScript.Run(ctx, r.Client(keys.DBAgentBilling), k, h.raw, h.rawN).Int()
+	if err != nil {
+		return false, fmt.Errorf("store: reset balance of %s: %w", username, err)
+	}
+	return n == 1, nil
 }
 
 // CleanLate removes, for users whose balance is missing, the late entries

@@ -61,7 +61,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 			res = CreditResult{Seq: row.Seq, Settled: row.SettledAt != nil}
 			return nil
 		}
-		acct.Balance, acct.Seq = acct.Balance.Add(c.Amount), acct.Seq+1
+		acct.Balance, acct.Seq, acct.HotEntries = acct.Balance.Add(c.Amount), acct.Seq+1, acct.HotEntries+1
 		row = LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
 			Source: c.Source, OccurredAt: time.Now().UTC()}
 		if c.Reason != "" {
@@ -147,7 +147,7 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 	var u UserAccount
 	var recent []LedgerEntry
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Select("balance_fen", "ledger_seq").Where("username = ?", username).Take(&u).Error; err != nil {
+		if err := tx.Select("balance_fen", "ledger_seq", "hot_entries").Where("username = ?", username).Take(&u).Error; err != nil {
 			return err
 		}
 		return tx.Select("entry_id", "pending_ref", "request_hash", "amount_fen", "shortfall_fen").
@@ -164,5 +164,5 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 	for i, e := range recent {
 		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.Deducted(), Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}
 	}
-	return r.InitBalance(ctx, username, u.BalanceFen, u.LedgerSeq, markers...)
+	return r.InitBalance(ctx, username, BalanceRead{Balance: u.BalanceFen, Seq: u.LedgerSeq, HotEntries: u.HotEntries}, markers...)
 }

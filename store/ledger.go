@@ -103,6 +103,9 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		default:
 			took := decimal.Min(d.Amount, bal.Balance)
 			bal.Balance, bal.Seq = bal.Balance.Sub(took), bal.Seq+1
+			if !d.SelfSettled {
+				bal.HotEntries++ // settled into the Redis balance later
+			}
 			balances[d.Username] = bal
 			results[i] = DebitResult{Applied: true, Seq: bal.Seq, Amount: took, Shortfall: d.Amount.Sub(took), Settled: d.SelfSettled,
 				Ref: d.Ref, RequestHash: d.RequestHash}
@@ -184,22 +187,23 @@ func touched(rows []LedgerEntry) map[string]bool {
 
 // account is the part of user_account a ledger write needs.
 type account struct {
-	Balance decimal.Decimal
-	Seq     uint64
+	Balance    decimal.Decimal
+	Seq        uint64
+	HotEntries uint64 // entries written unsettled, to settle into the Redis balance
 }
 
 // lockBalances reads and locks the accounts, in username order (the same
 // order in every transaction keeps deadlocks rare).
 func lockBalances(tx *gorm.DB, usernames []string) (map[string]account, error) {
 	var accounts []UserAccount
-	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("username", "balance_fen", "ledger_seq").
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("username", "balance_fen", "ledger_seq", "hot_entries").
 		Where("username IN ?", usernames).Order("username").Find(&accounts).Error
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]account, len(accounts))
 	for _, a := range accounts {
-		out[a.Username] = account{Balance: a.BalanceFen, Seq: a.LedgerSeq}
+		out[a.Username] = account{Balance: a.BalanceFen, Seq: a.LedgerSeq, HotEntries: a.HotEntries}
 	}
 	return out, nil
 }
@@ -231,20 +235,23 @@ func lockEntryKeys(tx *gorm.DB, keys []EntryKey) ([]LedgerEntry, error) {
 	return rows, err
 }
 
-// setBalances writes the new balances and sequences of the changed users in
-// one statement.
+// setBalances writes the new balances, sequences and hot-entry counts of
+// the changed users in one statement.
 func setBalances(tx *gorm.DB, accounts map[string]account, changed map[string]bool) error {
-	var bal, seq strings.Builder
-	var balArgs, seqArgs, users []any
+	var when strings.Builder
+	var balArgs, seqArgs, hotArgs, users []any
 	for u := range changed {
-		bal.WriteString(" WHEN ? THEN ?")
-		seq.WriteString(" WHEN ? THEN ?")
-		balArgs = append(balArgs, u, accounts[u].Balance.StringFixed(MoneyScale))
-		seqArgs = append(seqArgs, u, accounts[u].Seq)
+		when.WriteString(" WHEN ? THEN ?")
+		a := accounts[u]
+		balArgs = append(balArgs, u, a.Balance.StringFixed(MoneyScale))
+		seqArgs = append(seqArgs, u, a.Seq)
+		hotArgs = append(hotArgs, u, a.HotEntries)
 		users = append(users, u)
 	}
-	q := "UPDATE user_account SET balance_fen = CASE username" + bal.String() + " END, ledger_seq = CASE username" + seq.String() + " END WHERE username IN ?"
-	return tx.Exec(q, append(append(balArgs, seqArgs...), users)...).Error
+	cases := when.String()
+	q := "UPDATE user_account SET balance_fen = CASE username" + cases + " END, ledger_seq = CASE username" + cases +
+		" END, hot_entries = CASE username" + cases + " END WHERE username IN ?"
+	return tx.Exec(q, slices.Concat(balArgs, seqArgs, hotArgs, []any{users})...).Error
 }
 
 // EntryKey names one ledger entry.
@@ -337,6 +344,7 @@ type Activity struct {
 	Username   string
 	BalanceFen decimal.Decimal
 	LedgerSeq  uint64
+	HotEntries uint64     // entries the Redis balance must reflect
 	Last       *time.Time // the newest ledger entry's time; nil without one
 	Unsettled  bool       // a ledger entry's Redis side is not done
 }
@@ -347,7 +355,7 @@ type Activity struct {
 // the user, which MariaDB computes by reading them all.
 func AccountActivity(ctx context.Context, db *gorm.DB, users []string) ([]Activity, error) {
 	var rows []Activity
-	err := db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq,
+	err := db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq, u.hot_entries,
 		(SELECT l.created_at FROM agent_ledger l WHERE l.username = u.username ORDER BY l.created_at DESC LIMIT 1) AS last,
 		EXISTS (SELECT 1 FROM agent_ledger l WHERE l.username = u.username AND l.settled_at IS NULL) AS unsettled
 		FROM user_account u WHERE u.username IN ?`, users).Scan(&rows).Error

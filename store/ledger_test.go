@@ -199,7 +199,7 @@ func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.SettleLate, out[0].Outcome)
 	// ...and writes Redis only now.
-	set, err := r.InitBalance(ctx, "eve", stale.BalanceFen, stale.LedgerSeq)
+	set, err := r.InitBalance(ctx, "eve", store.BalanceRead{Balance: stale.BalanceFen, Seq: stale.LedgerSeq, HotEntries: stale.HotEntries})
 	require.NoError(t, err)
 	require.True(t, set)
 	bal, err := r.Balance(ctx, "eve")

@@ -20,7 +20,8 @@ type UserAccount struct {
 	Username    string          `gorm:"column:username"`
 	Email       *string         `gorm:"column:email"`
 	BalanceFen  decimal.Decimal `gorm:"column:balance_fen;type:decimal(20,8)"`
-	LedgerSeq   uint64          `gorm:"column:ledger_seq"` // seq of the user's last ledger entry
+	LedgerSeq   uint64          `gorm:"column:ledger_seq"`  // seq of the user's last ledger entry
+	HotEntries  uint64          `gorm:"column:hot_entries"` // entries written to be settled into the Redis balance
 	ProExpireAt *time.Time      `gorm:"column:pro_expire_at"`
 	CreatedAt   time.Time       `gorm:"column:created_at"`
 	UpdatedAt   time.Time       `gorm:"column:updated_at"`

@@ -171,7 +171,7 @@ type ResettleResult struct {
 // changes nothing.
 func (r *Redis) Resettle(ctx context.Context, e SettleEntry) (ResettleResult, error) {
 	k := []string{r.keys.AgentBalance(e.Username), r.keys.AgentPending(e.Username), r.keys.AgentSettled(e.Username, SettleDeduction, e.EntryID),
-		r.keys.AgentDeduction(e.Username, e.EntryID)}
+		r.keys.AgentDeduction(e.Username, e.EntryID), r.keys.AgentBalanceEntries(e.Username)}
 	res, err := resettleScript.Run(ctx, r.Client(keys.DBAgentBilling), k, e.EntryID, e.Ref,
 		markerValue(e.deducted(), e.Ref, e.RequestHash), int64(keys.DeductionMarkerTTL/time.Second)).Text()
 	if err != nil {

@@ -34,10 +34,10 @@ func TestDeductMissingKey(t *testing.T) {
 	_, err := deduct(t, r, "alice", "r1", "1")
 	require.ErrorIs(t, err, store.ErrBalanceMissing)
 
-	set, err := r.InitBalance(context.Background(), "alice", dec("10"), 0)
+	set, err := r.InitBalance(context.Background(), "alice", store.BalanceRead{Balance: dec("10")})
 	require.NoError(t, err)
 	require.True(t, set)
-	set, err = r.InitBalance(context.Background(), "alice", dec("99"), 0)
+	set, err = r.InitBalance(context.Background(), "alice", store.BalanceRead{Balance: dec("99")})
 	require.NoError(t, err)
 	require.False(t, set, "SETNX keeps the first value")
 	require.Equal(t, "10.00000000", balance(t, r, "alice"))
@@ -46,7 +46,7 @@ func TestDeductMissingKey(t *testing.T) {
 func TestDeductZeroBalance(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "bob", decimal.Zero, 0)
+	_, err := r.InitBalance(context.Background(), "bob", store.BalanceRead{Balance: decimal.Zero})
 	require.NoError(t, err)
 	_, err = deduct(t, r, "bob", "r1", "0.5")
 	require.ErrorIs(t, err, store.ErrBalanceEmpty)
@@ -59,7 +59,7 @@ func TestDeductZeroBalance(t *testing.T) {
 func TestDeductNormalAndPending(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "carol", dec("1234.56789012"), 0)
+	_, err := r.InitBalance(context.Background(), "carol", store.BalanceRead{Balance: dec("1234.56789012")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "carol", "r1", "0.00120000")
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestDeductNormalAndPending(t *testing.T) {
 func TestDeductCapsAtZero(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "dave", dec("0.3"), 0)
+	_, err := r.InitBalance(context.Background(), "dave", store.BalanceRead{Balance: dec("0.3")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "dave", "r1", "1.25")
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestDeductCapsAtZero(t *testing.T) {
 func TestDeductSameIDOnce(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "erin", dec("5"), 0)
+	_, err := r.InitBalance(context.Background(), "erin", store.BalanceRead{Balance: dec("5")})
 	require.NoError(t, err)
 	first, err := deduct(t, r, "erin", "req-7", "2")
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, "2.00000000", balance(t, r, "erin"))
 	// The id is scoped to the user.
-	_, err = r.InitBalance(context.Background(), "frank", dec("1"), 0)
+	_, err = r.InitBalance(context.Background(), "frank", store.BalanceRead{Balance: dec("1")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "frank", "req-7", "1")
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 func TestDeductIsExactForLargeBalances(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "gina", dec("999999999999.99999999"), 0)
+	_, err := r.InitBalance(context.Background(), "gina", store.BalanceRead{Balance: dec("999999999999.99999999")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "gina", "r1", "0.00000001")
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestDeductMalformed(t *testing.T) {
 func TestScriptsSurviveScriptFlush(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "ivy", dec("2"), 0)
+	_, err := r.InitBalance(ctx, "ivy", store.BalanceRead{Balance: dec("2")})
 	require.NoError(t, err)
 	_, err = deduct(t, r, "ivy", "r1", "1")
 	require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestDeductMarkerAnswersReplayOrConflict(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "ivy", dec("10"), 0)
+	_, err := r.InitBalance(ctx, "ivy", store.BalanceRead{Balance: dec("10")})
 	require.NoError(t, err)
 	taken := func(tk store.Taken) string {
 		return fmt.Sprintf("balance %s deducted %s replayed %t ref %q", tk.Balance.StringFixed(8), tk.Deducted.StringFixed(8), tk.Replayed, tk.Ref)

@@ -70,6 +70,7 @@ type BalanceResult struct {
 	Settled        int // ledger entries whose Redis side this run finished
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
+	Rebuilt        int // hot balances found behind or above MySQL, rebuilt from it
 	Busy           int // users skipped: pending deductions or recent ledger activity
 	LateCleaned    int // leftovers of Redis re-initialisations removed
 	Unreadable     int // users skipped because their Redis data cannot be read (each logged with the key's value)
@@ -88,7 +89,7 @@ func (r BalanceResult) items() []counter {
 	return []counter{
 		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
 		{"pending_cleared", "pending cleared", r.PendingCleared}, {"refunded", "refunded", r.Refunded}, {"settled", "settled", r.Settled},
-		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments},
+		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments}, {"rebuilt", "rebuilt", r.Rebuilt},
 		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"unreadable", "unreadable", r.Unreadable},
 		{"errors", "errors", r.Errors},
 	}

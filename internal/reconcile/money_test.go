@@ -21,7 +21,7 @@ import (
 // The money model under faults (SPEC 6): random sequences of deductions
 // (new and repeated request ids), recharges, deliveries, duplicate
 // deliveries, lost messages, consumer crashes between commit and ack, Redis
-// data losses and reconciler runs. After every step no balance is negative;
+// data losses, Redis restored from an earlier snapshot, and reconciler runs. After every step no balance is negative;
 // at quiescence (queue drained, one reconcile) Redis = MySQL = the ledger's
 // sum for every user, every deduction reported to a client is in the ledger
 // once (taken + shortfall = reported) unless both its message and its
@@ -49,13 +49,18 @@ type machine struct {
 	opening   map[string]decimal.Decimal
 	recharged map[string]decimal.Decimal
 	queue     []topology.AgentBillingDeduct
-	reported  map[dkey][]decimal.Decimal // what the client was told was deducted (twice only across a Redis loss)
+	reported  map[dkey][]decimal.Decimal // what the client was told was deducted (twice only once Redis may have forgotten)
 	ids       []dkey
-	epoch     map[dkey]int // Redis losses before the deduction
+	mayForget map[dkey]bool // Redis may have forgotten the last charge (a loss, a restore, its marker gone) since it was taken
+	pendLost  map[dkey]bool // the last charge's pending record went with Redis
+	charged   map[dkey]int  // the step of the last charge
 	lost      map[dkey]bool
 	gone      map[dkey]bool // message and pending record both destroyed
-	losses    int
+	losses    int           // Redis losses and restores
 	next      int
+	step      int
+	snap      *storetest.Snapshot
+	snapStep  int
 	// allowance bounds the corrections a user may see: the amounts of
 	// retries taken again after a Redis loss, and what deductions in flight
 	// at one could not take from the balance they landed on.
@@ -71,7 +76,8 @@ func (sm *machine) note(user, format string, a ...any) {
 
 func newMachine(t *rapid.T, m *money, world int64) *machine {
 	sm := &machine{m: m, opening: map[string]decimal.Decimal{}, recharged: map[string]decimal.Decimal{},
-		reported: map[dkey][]decimal.Decimal{}, epoch: map[dkey]int{}, lost: map[dkey]bool{}, gone: map[dkey]bool{},
+		reported: map[dkey][]decimal.Decimal{}, mayForget: map[dkey]bool{}, pendLost: map[dkey]bool{}, charged: map[dkey]int{},
+		lost: map[dkey]bool{}, gone: map[dkey]bool{},
 		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}, tokens: map[dkey]int{}}
 	for i := range 3 {
 		u := fmt.Sprintf("w%d-u%d", world, i)
@@ -126,15 +132,15 @@ func (sm *machine) Deduct(t *rapid.T) {
 		if !slices.ContainsFunc(prev, c.Deducted.Equal) {
 			t.Fatalf("request %v replayed with %s, deducted before %s", k, c.Deducted, prev)
 		}
-	case ok && sm.losses > sm.epoch[k]:
-		// Redis lost the first deduction and its marker before anything put
-		// the deduction back into the balance (a settle or an initialisation
-		// that read it restores the marker too): the first was forgiven with
-		// the data, the retry is taken, the user pays once. The ledger keeps
-		// whichever message landed first; balance-sync brings MySQL to Redis.
+	case ok && sm.mayForget[k]:
+		// Redis forgot the first charge's marker (and, after a loss, maybe
+		// the charge): the retry is taken. If the ledger has the first, the
+		// retry is refunded when found; if the first was in flight, the retry
+		// stands for it in Redis. Either way the user pays once; the ledger
+		// keeps whichever message landed first.
 		sm.reported[k] = append(prev, c.Deducted)
-		sm.epoch[k] = sm.losses
 		sm.allowance[k.user] = sm.allowance[k.user].Add(decimal.Max(c.Deducted, prev[0], prev[len(prev)-1]))
+		sm.charge(k)
 	case ok:
 		t.Fatalf("request %v charged again: first %s, now %s (replayed %t)", k, prev[0], c.Deducted, c.Replayed)
 	case c.Replayed:
@@ -142,10 +148,18 @@ func (sm *machine) Deduct(t *rapid.T) {
 	default:
 		sm.reported[k] = []decimal.Decimal{c.Deducted}
 		sm.ids = append(sm.ids, k)
-		sm.epoch[k] = sm.losses
+		sm.charge(k)
 	}
 	sm.queue = append(sm.queue, topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8), ModelName: "m",
 		InputTokens: int32(tokens), PendingRef: c.Ref, RequestHash: c.RequestHash})
+}
+
+// charge records that k was just taken in Redis, with a marker and a
+// pending record.
+func (sm *machine) charge(k dkey) {
+	sm.step++
+	sm.charged[k] = sm.step
+	sm.mayForget[k], sm.pendLost[k] = false, false
 }
 
 func (sm *machine) pick(t *rapid.T) (int, topology.AgentBillingDeduct) {
@@ -209,7 +223,8 @@ func (sm *machine) Crash(t *rapid.T) {
 	_, msg := sm.pick(t)
 	amount, _ := msg.Amount()
 	sm.note(msg.Username, "crash after committing %s", msg.DeductionID)
-	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{{Username: msg.Username, ID: msg.DeductionID, Amount: amount, Source: "consumer"}}); err != nil {
+	d := store.Debit{Username: msg.Username, ID: msg.DeductionID, Amount: amount, Source: "consumer", Ref: msg.PendingRef, RequestHash: msg.RequestHash}
+	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{d}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -221,7 +236,7 @@ func (sm *machine) Lose(t *rapid.T) {
 	sm.drop(i)
 	sm.note(k.user, "lose %s", k.id)
 	sm.lost[k] = true
-	if sm.losses > sm.epoch[k] && !sm.inLedger(t, k) {
+	if sm.pendLost[k] && !sm.inLedger(t, k) {
 		sm.gone[k] = true // its pending record went with Redis
 	}
 }
@@ -234,14 +249,48 @@ func (sm *machine) RedisLoss(t *rapid.T) {
 		sm.note(u, "REDIS LOSS")
 	}
 	for k := range sm.reported {
-		switch {
-		case sm.inLedger(t, k):
-		case sm.lost[k]:
-			sm.gone[k] = true
-		default:
-			// In flight: the restored balance does not know it, and what
-			// the user spends of it before the message lands is forgiven.
-			sm.inflight[k] = true
+		sm.forgetCharge(t, k)
+	}
+}
+
+// forgetCharge records that Redis lost k's last charge: its marker and
+// its pending record.
+func (sm *machine) forgetCharge(t *rapid.T, k dkey) {
+	sm.mayForget[k], sm.pendLost[k] = true, true
+	switch {
+	case sm.inLedger(t, k):
+	case sm.lost[k]:
+		sm.gone[k] = true
+	default:
+		// In flight: the restored balance does not know it, and what the
+		// user spends of it before the message lands is forgiven.
+		sm.inflight[k] = true
+	}
+}
+
+// Snapshot is an RDB save (or a replica's position): Redis may come back to it.
+func (sm *machine) Snapshot(t *rapid.T) {
+	sm.snap, sm.snapStep = storetest.TakeSnapshot(t, sm.m.r), sm.step
+	for _, u := range sm.users {
+		sm.note(u, "snapshot")
+	}
+}
+
+// RedisRestore brings Redis back from the last snapshot: every change since
+// is gone, every key changed since is as it was then.
+func (sm *machine) RedisRestore(t *rapid.T) {
+	if sm.snap == nil {
+		t.Skip("no snapshot")
+	}
+	sm.snap.Restore(t)
+	sm.losses++
+	for _, u := range sm.users {
+		sm.note(u, "REDIS RESTORED from snapshot")
+	}
+	for k := range sm.reported {
+		sm.mayForget[k] = true // markers set since the snapshot are gone
+		if sm.charged[k] > sm.snapStep {
+			sm.forgetCharge(t, k)
 		}
 	}
 }

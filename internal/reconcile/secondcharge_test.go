@@ -31,9 +31,10 @@ func (m *money) forget(t *testing.T, user, id string) {
 		m.r.Keys().AgentSettled(user, store.SettleDeduction, id)).Err())
 }
 
+// hot is the user's hot balance, initialised from MySQL if missing.
 func (m *money) hot(t *testing.T, user string) string {
 	t.Helper()
-	bal, err := m.r.Balance(context.Background(), user)
+	bal, err := m.svc.Balance(context.Background(), user)
 	require.NoError(t, err)
 	return bal.StringFixed(8)
 }

@@ -32,52 +32,53 @@ const (
 // The key families. Their order is the order of seed 000's sections.
 var (
 	// DB 2 — email verification.
-	VerifyCode         = family("verify:code:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
-	VerifyAttempts     = family("verify:attempts:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
-	VerifyCooldown     = family("verify:cooldown:{scene}:{email}", DBVerify, VerifyCooldownTTL, false)
-	VerifyRateIP       = family("verify:rate:ip:{ip}", DBVerify, VerifyRateIPTTL, false)
-	VerifyRateHour     = family("verify:rate:email:hour:{email}", DBVerify, VerifyRateHourTTL, false)
-	VerifyRateDay      = family("verify:rate:email:day:{email}", DBVerify, 0, false) // expires at the end of the UTC+8 day
-	IdentityRate       = family("identity:rate:{username}", DBIdentity, IdentityRateTTL, false)
-	IdentityVerified   = family("identity:verified:{username}", DBIdentity, IdentityStatusTTL, true)
-	LoginFailures      = family("auth:limit:login:failures:{key}", DBAuthSecurity, 15*time.Minute, false)
-	LoginLock          = family("auth:limit:login:lock:{key}", DBAuthSecurity, 10*time.Minute, false)
-	RegisterAttempts   = family("auth:limit:register:attempts:{ip}", DBAuthSecurity, time.Hour, false)
-	ReplayNonce        = family("auth:replay:{principal}:{method}:{uri}:{nonce}", DBAuthSecurity, ReplayNonceTTL, false)
-	AvatarUploadIP     = family("upload:limit:user-avatar:ip:{ip}", DBUploadRate, time.Hour, false)
-	AvatarUploadUser   = family("upload:limit:user-avatar:account:{account}", DBUploadRate, time.Hour, false)
-	WallpaperUpload    = family("wallpaper:upload:{ownerUsername}", DBUploadRate, time.Hour, false)
-	BanBloom           = family("user:ban:bloom", DBUserBan, 0, false)
-	BanSet             = family("user:ban:set", DBUserBan, 0, false)
-	BanGeneration      = family("user:ban:generation", DBUserBan, 0, false)                     // Isle's own, not in seed 000
-	BanBloomRebuild    = family("user:ban:rebuild:bloom:{id}", DBUserBan, BanRebuildTTL, false) // Isle's own, not in seed 000
-	BanSetRebuild      = family("user:ban:rebuild:set:{id}", DBUserBan, BanRebuildTTL, false)   // Isle's own, not in seed 000
-	ProMonthPrice      = family("payment:pricing:pro-month:amount-fen", DBPayment, 0, false)
-	OrderChannel       = family("payment:order:channel:{outTradeNo}", DBPayment, PaymentChannelTTL, false)
-	OrderReceiptEmail  = family("payment:order:receipt-email:{outTradeNo}", DBPayment, 0, false) // order expiry + 60 min
-	ActiveOrder        = family("payment:user:active-order:{username}", DBPayment, 0, false)     // order expiry + 5 min
-	NotifyDone         = family("payment:notify:done:{channel}:{outTradeNo}:{transactionId}", DBPayment, PaymentNotifyTTL, false)
-	OrderOpLock        = family("payment:order:op-lock:{outTradeNo}", DBPayment, PaymentLockTTL, false)
-	OrderCreateLock    = family("payment:lock:create:{product}:{username}", DBPayment, PaymentLockTTL, false)
-	AgentBalance       = family("agent:balance:{username}", DBAgentBilling, 0, false)
-	AgentPending       = family("agent:pending:{username}", DBAgentBilling, 0, false)                                   // Isle's own, not in seed 000
-	AgentDeduction     = family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false)  // Isle's own, not in seed 000
-	AgentBalanceInit   = family("agent:balance-init:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
-	AgentBalanceLate   = family("agent:balance-late:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
-	AgentSettled       = family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false) // Isle's own, not in seed 000
-	AgentUsage         = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
-	AgentUsageModels   = family("agent:usage:__models__", DBAgentPricing, 0, false)
-	AgentPricing       = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
-	HighScore          = family("mg:score:high:{gameId}:{userId}", DBMiniGame, HighScoreTTL, true)
-	Leaderboard        = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
-	UserMeta           = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
-	ScoreSubmitOnce    = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false)
-	ScoreLock          = family("mg:score:lock:{gameId}:{userId}", DBMiniGame, ScoreLockTTL, false)
-	ScoreSubmitRate    = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
-	LeaderboardRefresh = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
-	GameSession        = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
-	LeaderLease        = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own, not in seed 000
-	JobLock            = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own, not in seed 000
+	VerifyCode          = family("verify:code:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
+	VerifyAttempts      = family("verify:attempts:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
+	VerifyCooldown      = family("verify:cooldown:{scene}:{email}", DBVerify, VerifyCooldownTTL, false)
+	VerifyRateIP        = family("verify:rate:ip:{ip}", DBVerify, VerifyRateIPTTL, false)
+	VerifyRateHour      = family("verify:rate:email:hour:{email}", DBVerify, VerifyRateHourTTL, false)
+	VerifyRateDay       = family("verify:rate:email:day:{email}", DBVerify, 0, false) // expires at the end of the UTC+8 day
+	IdentityRate        = family("identity:rate:{username}", DBIdentity, IdentityRateTTL, false)
+	IdentityVerified    = family("identity:verified:{username}", DBIdentity, IdentityStatusTTL, true)
+	LoginFailures       = family("auth:limit:login:failures:{key}", DBAuthSecurity, 15*time.Minute, false)
+	LoginLock           = family("auth:limit:login:lock:{key}", DBAuthSecurity, 10*time.Minute, false)
+	RegisterAttempts    = family("auth:limit:register:attempts:{ip}", DBAuthSecurity, time.Hour, false)
+	ReplayNonce         = family("auth:replay:{principal}:{method}:{uri}:{nonce}", DBAuthSecurity, ReplayNonceTTL, false)
+	AvatarUploadIP      = family("upload:limit:user-avatar:ip:{ip}", DBUploadRate, time.Hour, false)
+	AvatarUploadUser    = family("upload:limit:user-avatar:account:{account}", DBUploadRate, time.Hour, false)
+	WallpaperUpload     = family("wallpaper:upload:{ownerUsername}", DBUploadRate, time.Hour, false)
+	BanBloom            = family("user:ban:bloom", DBUserBan, 0, false)
+	BanSet              = family("user:ban:set", DBUserBan, 0, false)
+	BanGeneration       = family("user:ban:generation", DBUserBan, 0, false)                     // Isle's own, not in seed 000
+	BanBloomRebuild     = family("user:ban:rebuild:bloom:{id}", DBUserBan, BanRebuildTTL, false) // Isle's own, not in seed 000
+	BanSetRebuild       = family("user:ban:rebuild:set:{id}", DBUserBan, BanRebuildTTL, false)   // Isle's own, not in seed 000
+	ProMonthPrice       = family("payment:pricing:pro-month:amount-fen", DBPayment, 0, false)
+	OrderChannel        = family("payment:order:channel:{outTradeNo}", DBPayment, PaymentChannelTTL, false)
+	OrderReceiptEmail   = family("payment:order:receipt-email:{outTradeNo}", DBPayment, 0, false) // order expiry + 60 min
+	ActiveOrder         = family("payment:user:active-order:{username}", DBPayment, 0, false)     // order expiry + 5 min
+	NotifyDone          = family("payment:notify:done:{channel}:{outTradeNo}:{transactionId}", DBPayment, PaymentNotifyTTL, false)
+	OrderOpLock         = family("payment:order:op-lock:{outTradeNo}", DBPayment, PaymentLockTTL, false)
+	OrderCreateLock     = family("payment:lock:create:{product}:{username}", DBPayment, PaymentLockTTL, false)
+	AgentBalance        = family("agent:balance:{username}", DBAgentBilling, 0, false)
+	AgentPending        = family("agent:pending:{username}", DBAgentBilling, 0, false)                                   // Isle's own, not in seed 000
+	AgentDeduction      = family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false)  // Isle's own, not in seed 000
+	AgentBalanceInit    = family("agent:balance-init:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
+	AgentBalanceLate    = family("agent:balance-late:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
+	AgentBalanceEntries = family("agent:balance-entries:{username}", DBAgentBilling, 0, false)                           // Isle's own, not in seed 000
+	AgentSettled        = family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false) // Isle's own, not in seed 000
+	AgentUsage          = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
+	AgentUsageModels    = family("agent:usage:__models__", DBAgentPricing, 0, false)
+	AgentPricing        = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
+	HighScore           = family("mg:score:high:{gameId}:{userId}", DBMiniGame, HighScoreTTL, true)
+	Leaderboard         = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
+	UserMeta            = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
+	ScoreSubmitOnce     = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false)
+	ScoreLock           = family("mg:score:lock:{gameId}:{userId}", DBMiniGame, ScoreLockTTL, false)
+	ScoreSubmitRate     = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
+	LeaderboardRefresh  = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
+	GameSession         = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
+	LeaderLease         = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own, not in seed 000
+	JobLock             = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own, not in seed 000
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.
@@ -96,6 +97,12 @@ func (b Builder) AgentBalanceInit(username string) string { return b.Key(AgentBa
 
 // AgentBalanceLate holds entries applied while a balance was missing.
 func (b Builder) AgentBalanceLate(username string) string { return b.Key(AgentBalanceLate, username) }
+
+// AgentBalanceEntries counts the ledger entries the hot balance reflects
+// (user_account.hot_entries, as far as this Redis knows).
+func (b Builder) AgentBalanceEntries(username string) string {
+	return b.Key(AgentBalanceEntries, username)
+}
 
 // AgentSettled marks a ledger entry as reflected in the Redis balance.
 func (b Builder) AgentSettled(username, kind, entryID string) string {

@@ -10,12 +10,15 @@
 -- KEYS[1] agent:balance:{username}
 -- KEYS[2] agent:balance-init:{username}  "ledgerSeq|nowMs" of the read
 -- KEYS[3] agent:balance-late:{username}  hash: entry -> "kind|amount|seq|ms", kind D or C
+-- KEYS[4] agent:balance-entries:{username}  the ledger entries the balance reflects: the read's
+--         hot_entries plus the late entries applied here
 -- ARGV[1] balance read from MySQL (decimal, 8 places, >= 0)
 -- ARGV[2] the user_account.ledger_seq of that read (0 = none)
 -- ARGV[3] now, epoch ms
--- KEYS[4..] agent:deduction:{username}:{id} markers of the user's recent deductions,
--- ARGV[5..] their values ("deducted|ref|hash"), and ARGV[4] the markers' TTL in seconds: a Redis loss wiped
---           them, and without them a client retrying such a request would be charged again.
+-- ARGV[5] the user_account.hot_entries of that read
+-- KEYS[5..] agent:deduction:{username}:{id} markers of the user's recent deductions,
+-- ARGV[6..] their values ("deducted|ref|hash"), and ARGV[4] the markers' TTL in seconds: a Redis
+--           loss wiped them, and without them a client retrying such a request would be charged again.
 -- Returns "EXISTS" (someone initialised it first; nothing changed),
 --         "-2" malformed input, or "INIT|balance" (the balance set).
 
@@ -31,7 +34,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 local bw, bf = parse(ARGV[1])
 local read = tonumber(ARGV[2])
-if bw == nil or read == nil then
+local entries = tonumber(ARGV[5])
+if bw == nil or read == nil or entries == nil then
   return '-2'
 end
 
@@ -40,6 +44,7 @@ for i = 1, #late, 2 do
   local kind, amount, id = string.match(late[i + 1], '^(%a)|([%d%.]+)|(%d+)')
   local aw, af = parse(amount)
   if kind and aw and tonumber(id) > read then
+    entries = entries + 1
     if kind == 'C' then
       bw, bf = bw + aw, bf + af
       if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
@@ -56,7 +61,8 @@ redis.call('DEL', KEYS[3])
 local bal = string.format('%d.%08d', bw, bf)
 redis.call('SET', KEYS[1], bal)
 redis.call('SET', KEYS[2], ARGV[2] .. '|' .. ARGV[3])
-for i = 4, #KEYS do
+redis.call('SET', KEYS[4], entries)
+for i = 5, #KEYS do
   redis.call('SET', KEYS[i], ARGV[i + 1], 'NX', 'EX', tonumber(ARGV[4]))
 end
 return 'INIT|' .. bal
