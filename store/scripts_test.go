@@ -309,3 +309,32 @@ func TestDeductMarkerAnswersReplayOrConflict(t *testing.T) {
 	require.NoError(t, err, "an older marker knows no hash: a replay")
 	require.Equal(t, `balance 7.00000000 deducted 2.50000000 replayed true ref ""`, taken(got))
 }
+
+// While a deduction is pending, its record proves the charge: a retry
+// whose marker is gone (expired while the worker was down, or deleted) is
+// a replay, never a second charge that would overwrite the record.
+func TestPendingRecordAnswersAReplayWithoutTheMarker(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	_, err := r.InitBalance(ctx, "jan", store.BalanceRead{Balance: dec("10")})
+	require.NoError(t, err)
+	req := store.DeductRequest{Username: "jan", ID: "r1", Amount: dec("3"), Now: time.Now(), Ref: "aaaa", RequestHash: "h1"}
+	_, err = r.DeductBalance(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentDeduction("jan", "r1")).Err())
+
+	req.Ref = "bbbb"
+	got, err := r.DeductBalance(ctx, req)
+	require.NoError(t, err)
+	require.True(t, got.Replayed)
+	require.Equal(t, "aaaa", got.Ref)
+	require.Equal(t, "7.00000000", balance(t, r, "jan"), "taken once")
+	req.RequestHash = "h2"
+	_, err = r.DeductBalance(ctx, req)
+	require.ErrorIs(t, err, store.ErrRequestConflict)
+	pending, err := r.PendingDeductions(ctx, "jan")
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	require.Equal(t, "aaaa", pending[0].Ref, "the first charge's record is kept")
+}

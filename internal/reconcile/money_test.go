@@ -11,6 +11,7 @@ import (
 
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"
@@ -21,7 +22,8 @@ import (
 // The money model under faults (SPEC 6): random sequences of deductions
 // (new and repeated request ids), recharges, deliveries, duplicate
 // deliveries, lost messages, consumer crashes between commit and ack, Redis
-// data losses, Redis restored from an earlier snapshot, and reconciler runs. After every step no balance is negative;
+// data losses, Redis restored from an earlier snapshot, idempotency markers
+// forgotten, and reconciler runs. After every step no balance is negative;
 // at quiescence (queue drained, one reconcile) Redis = MySQL = the ledger's
 // sum for every user, every deduction reported to a client is in the ledger
 // once (taken + shortfall = reported) unless both its message and its
@@ -293,6 +295,21 @@ func (sm *machine) RedisRestore(t *rapid.T) {
 			sm.forgetCharge(t, k)
 		}
 	}
+}
+
+// ForgetMarker drops a deduction's idempotency markers, as their expiry
+// does: its pending record, if any, stays.
+func (sm *machine) ForgetMarker(t *rapid.T) {
+	if len(sm.ids) == 0 {
+		t.Skip("no deduction")
+	}
+	k := rapid.SampledFrom(sm.ids).Draw(t, "forgotten")
+	c := sm.m.r.Client(keys.DBAgentBilling)
+	if err := c.Del(context.Background(), sm.m.r.Keys().AgentDeduction(k.user, k.id), sm.m.r.Keys().AgentSettled(k.user, store.SettleDeduction, k.id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sm.mayForget[k] = true
+	sm.note(k.user, "forget marker of %s", k.id)
 }
 
 // Recharge credits a user.

@@ -9,7 +9,8 @@
 -- KEYS[2] agent:pending:{username}   hash: deduction id -> "deducted|nowMs|ref|hash|usage"
 -- KEYS[3] agent:deduction:{username}:{id}  marker "deducted|ref|hash" of the first run, expires
 --         after ARGV[4] s (init_balance.lua restores the markers of recent deductions after a Redis
---         loss; a marker of an older build holds only "deducted")
+--         loss; a marker of an older build holds only "deducted"); while the marker is missing, the
+--         id's pending record answers for it
 -- ARGV[1] amount: decimal string, up to 8 places, more than zero
 -- ARGV[2] deduction id
 -- ARGV[3] now, epoch milliseconds
@@ -36,9 +37,21 @@ local function fmt(w, f)
   return string.format('%d.%08d', w, f)
 end
 
+-- The marker, or while the deduction is pending its record, proves an
+-- earlier run: the marker may be gone (expired while the record waited, or
+-- deleted), and a second run must not take the money again nor overwrite
+-- the record.
 local done = redis.call('GET', KEYS[3])
+local deducted, ref, hash
 if done then
-  local deducted, ref, hash = string.match(done, '^([^|]*)|?([^|]*)|?([^|]*)')
+  deducted, ref, hash = string.match(done, '^([^|]*)|?([^|]*)|?([^|]*)')
+else
+  local rec = redis.call('HGET', KEYS[2], ARGV[2])
+  if rec then
+    deducted, ref, hash = string.match(rec, '^([^|]*)|[^|]*|?([^|]*)|?([^|]*)')
+  end
+end
+if deducted then
   if hash ~= '' and ARGV[6] ~= '' and hash ~= ARGV[6] then
     return 'CONFLICT|' .. deducted
   end
