@@ -84,7 +84,8 @@ type Filter struct {
 	Limit       int // per domain; default 100
 }
 
-// List returns the matching dead messages, newest first within each domain.
+// List returns the matching dead messages, newest first within each domain,
+// without their body and headers (Get reads one whole).
 func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 	domains := f.Domains
 	if len(domains) == 0 {
@@ -97,7 +98,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 			return nil, err
 		}
 		rows, err := store.ListDeadLetters(ctx, s.db, d.DLQTable, store.DeadLetterFilter{
-			Queues: []string{d.DLQ}, Since: f.Since, NotReplayed: f.NotReplayed, Limit: f.Limit, NewestFirst: true,
+			Queues: []string{d.DLQ}, Since: f.Since, NotReplayed: f.NotReplayed, Limit: f.Limit, NewestFirst: true, SizesOnly: true,
 		})
 		if err != nil {
 			return nil, err
@@ -109,7 +110,8 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 	return out, nil
 }
 
-// Get returns one dead message; its queue must belong to the ref's domain.
+// Get returns one dead message, whole; its queue must belong to the ref's
+// domain.
 func (s *Store) Get(ctx context.Context, ref Ref) (Entry, error) {
 	d, err := s.domain(ref.Domain)
 	if err != nil {
@@ -147,7 +149,7 @@ func (s *Store) Replay(ctx context.Context, pub Republish, ref Ref, force bool) 
 }
 
 // replay claims e's row of d and republishes it, undoing the claim if the
-// publish fails. e must belong to d (Get and List see to that).
+// publish fails. e must be whole (Get) and belong to d.
 func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e Entry, force bool) error {
 	claimed, err := store.ClaimReplay(ctx, s.db, d.DLQTable, e.Ref.ID, force)
 	if err != nil {
@@ -221,8 +223,8 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	if err != nil {
 		return Result{}, err
 	}
-	// List reads the rows of d's DLQ whole, so each is replayed as listed
-	// rather than read again.
+	// List reads summaries; each row is read whole just before its replay,
+	// so that a batch of large messages is never in memory at once.
 	entries, err := s.List(ctx, Filter{Domains: []string{domain}, NotReplayed: !force, Limit: limit})
 	if err != nil {
 		return Result{}, err
@@ -230,7 +232,11 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	var res Result
 	var errs []error
 	for _, e := range entries {
-		switch err := s.replay(ctx, pub, d, e, force); {
+		whole, err := s.Get(ctx, e.Ref)
+		if err == nil {
+			err = s.replay(ctx, pub, d, whole, force)
+		}
+		switch {
 		case err == nil:
 			res.Replayed++
 		case errors.Is(err, ErrAlreadyReplayed):

@@ -1,0 +1,126 @@
+package dlq_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+// wholeBundle runs agent billing's main queue and DLQ under a test prefix:
+// the main handler refuses every message (permanently, so it dies at once)
+// until healthy is set, and records what it sees.
+type wholeBundle struct {
+	tp      *topology.Topology
+	dom     topology.Domain
+	db      *gorm.DB
+	pub     *messaging.Publisher
+	reg     *prometheus.Registry
+	healthy atomic.Bool
+	seen    chan messaging.Delivery
+	dead    atomic.Pointer[messaging.Delivery] // the last delivery the DLQ consumer got
+}
+
+func setupWhole(t *testing.T, log *slog.Logger) *wholeBundle {
+	t.Helper()
+	_, prefix := storetest.AMQP(t)
+	tp, err := topology.New(topology.Config{Prefix: prefix})
+	require.NoError(t, err)
+	b := &wholeBundle{tp: tp, db: storetest.MySQL(t), reg: prometheus.NewRegistry(), seen: make(chan messaging.Delivery, 16)}
+	b.dom, _ = tp.Domain(topology.DomainAgentBilling)
+	m := messaging.NewMetrics(b.reg)
+	// A 17 MB message takes a while to confirm under the race detector.
+	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Timeout: 2 * time.Minute}, tp, m, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.pub.Close() })
+	flow := messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
+	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: 1}, log)
+	require.NoError(t, err)
+	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, func(_ context.Context, d messaging.Delivery) error {
+		b.seen <- d
+		if !b.healthy.Load() {
+			return messaging.Permanent(errors.New("refused"))
+		}
+		return nil
+	})})
+	store := handlers.NewDeadLetters(b.db, b.dom, log)
+	c.Add(messaging.Route{Name: "dlq", Queue: b.dom.DLQ, Handle: flow.DLQ(b.dom, func(ctx context.Context, d messaging.Delivery) error {
+		b.dead.Store(&d)
+		return store.Handle(ctx, d)
+	})})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-c.Running()
+	return b
+}
+
+func (b *wholeBundle) next(t *testing.T) messaging.Delivery {
+	t.Helper()
+	select {
+	case d := <-b.seen:
+		return d
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the main handler saw nothing")
+		return messaging.Delivery{}
+	}
+}
+
+// A dead message with a 70 KB header and a 17 MB body is stored whole: its
+// replay republishes the identical header value and the body the DLQ
+// received, byte for byte.
+func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
+	t.Parallel()
+	b := setupWhole(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	header := strings.Repeat("0123456789abcdef", 70_000/16+1)[:70_000]
+	pad := strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 17_000_000/36+1)[:17_000_000]
+	body := `{"deductionId":"d-big","username":"u","amountFen":"0.5","modelName":"m","inputTokens":1,"outputTokens":1,"pad":"` + pad + `"}`
+	require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: b.dom.RoutingKey, Body: []byte(body),
+		MessageID: "big-1", TypeID: b.dom.TypeID, Headers: map[string]string{"x-big": header}}))
+	first := b.next(t)
+	require.Equal(t, len(body), len(first.Body))
+
+	dead := dlq.NewStore(b.db, b.tp)
+	var entries []dlq.Entry
+	require.Eventually(t, func() bool {
+		var err error
+		entries, err = dead.List(ctx, dlq.Filter{})
+		require.NoError(t, err)
+		return len(entries) == 1
+	}, 2*time.Minute, 50*time.Millisecond, "the dead message was never stored")
+	got := b.dead.Load()
+	require.Empty(t, entries[0].Body, "List reads summaries")
+	require.EqualValues(t, len(got.Body), entries[0].BodyBytes)
+	entry, err := dead.Get(ctx, entries[0].Ref)
+	require.NoError(t, err)
+	require.Equal(t, len(got.Body), len(entry.Body), "stored body bytes")
+	require.True(t, bytes.Equal(got.Body, entry.Body), "the stored body differs from the dead one")
+
+	b.healthy.Store(true)
+	require.NoError(t, dead.Replay(ctx, b.pub, entries[0].Ref, false))
+	replayed := b.next(t)
+	require.Equal(t, "big-1", replayed.MessageID)
+	require.Equal(t, "1", replayed.Headers[messaging.HeaderReplay])
+	require.Equal(t, len(header), len(replayed.Headers["x-big"]), "replayed header bytes")
+	require.True(t, header == replayed.Headers["x-big"], "the replayed header differs")
+	require.Equal(t, len(got.Body), len(replayed.Body), "replayed body bytes")
+	require.True(t, bytes.Equal(got.Body, replayed.Body), "the replayed body differs from the dead one")
+	t.Logf("header %d bytes, dead body %d bytes, stored %d, replayed %d (header %d)",
+		len(header), len(got.Body), len(entry.Body), len(replayed.Body), len(replayed.Headers["x-big"]))
+}
