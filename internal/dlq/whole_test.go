@@ -124,3 +124,62 @@ func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
 	t.Logf("header %d bytes, dead body %d bytes, stored %d, replayed %d (header %d)",
 		len(header), len(got.Body), len(entry.Body), len(replayed.Body), len(replayed.Headers["x-big"]))
 }
+
+// recorder is a Republish that keeps what it is asked to send.
+type recorder struct{ sent []messaging.Outgoing }
+
+func (r *recorder) Send(_ context.Context, out messaging.Outgoing) error {
+	r.sent = append(r.sent, out)
+	return nil
+}
+
+// insertRow stores a dead message of the email domain as SQL would, and
+// returns its ref.
+func insertRow(t *testing.T, db *gorm.DB, dom topology.Domain, messageType, headers string) dlq.Ref {
+	t.Helper()
+	require.NoError(t, db.Exec("INSERT INTO "+dom.DLQTable+" (dedup_key, queue, message_type, message_id, body, headers, dead_at)"+
+		" VALUES (?, ?, ?, 'm-1', '{}', ?, NOW())", storetest.Unique("k"), dom.DLQ, messageType, headers).Error)
+	var id uint64
+	require.NoError(t, db.Raw("SELECT MAX(id) FROM "+dom.DLQTable).Scan(&id).Error)
+	return dlq.Ref{Domain: dom.Name, ID: id}
+}
+
+// A row whose headers are not the JSON object they were (one stored cut to
+// 64 KB before migration 00011) is not replayed, and stays unclaimed: a
+// replay without its headers would be another message.
+func TestReplayRefusesARowWithDamagedHeaders(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	tp, err := topology.New(topology.Config{Prefix: storetest.Unique("t")})
+	require.NoError(t, err)
+	dom, _ := tp.Domain(topology.DomainEmail)
+	headers := `{"x-big":"` + strings.Repeat("a", 70_000) + `"}`
+	ref := insertRow(t, db, dom, dom.TypeID, headers[:65535])
+	dead := dlq.NewStore(db, tp)
+	var pub recorder
+	require.ErrorIs(t, dead.Replay(context.Background(), &pub, ref, false), dlq.ErrDamaged)
+	require.Empty(t, pub.sent)
+	e, err := dead.Get(context.Background(), ref)
+	require.NoError(t, err)
+	require.Nil(t, e.ReplayedAt, "not claimed")
+}
+
+// A replay sends the stored headers as they were: a __TypeId__ longer than
+// the message_type column is sent whole, not as the column's cut, and a
+// number keeps its digits.
+func TestReplaySendsTheStoredTypeWhole(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	tp, err := topology.New(topology.Config{Prefix: storetest.Unique("t")})
+	require.NoError(t, err)
+	dom, _ := tp.Domain(topology.DomainEmail)
+	long := "com.example." + strings.Repeat("Nested$", 60) + "EmailCodeDispatchMessage"
+	ref := insertRow(t, db, dom, long[:255], `{"__TypeId__":"`+long+`","x-email-retry-count":3,"x-big-number":12345678901234567890}`)
+	var pub recorder
+	require.NoError(t, dlq.NewStore(db, tp).Replay(context.Background(), &pub, ref, false))
+	require.Len(t, pub.sent, 1)
+	require.Equal(t, long, pub.sent[0].TypeID)
+	require.Equal(t, long, pub.sent[0].Headers[messaging.HeaderTypeID])
+	require.NotContains(t, pub.sent[0].Headers, dom.RetryHeader)
+	require.Equal(t, "12345678901234567890", pub.sent[0].Headers["x-big-number"], "numbers keep their digits")
+}
