@@ -125,6 +125,30 @@ func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
 		len(header), len(got.Body), len(entry.Body), len(replayed.Body), len(replayed.Headers["x-big"]))
 }
 
+// A message id as long as AMQP allows (255 bytes) is stored and replayed
+// whole; it was cut to 128.
+func TestReplayKeepsA255ByteMessageID(t *testing.T) {
+	t.Parallel()
+	b := setupWhole(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	id := strings.Repeat("id-", 85)
+	require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: b.dom.RoutingKey, Body: []byte(`{"deductionId":"d-1"}`),
+		MessageID: id, TypeID: b.dom.TypeID}))
+	b.next(t)
+	dead := dlq.NewStore(b.db, b.tp)
+	var entries []dlq.Entry
+	require.Eventually(t, func() bool {
+		var err error
+		entries, err = dead.List(ctx, dlq.Filter{})
+		require.NoError(t, err)
+		return len(entries) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, id, entries[0].MessageID)
+	b.healthy.Store(true)
+	require.NoError(t, dead.Replay(ctx, b.pub, entries[0].Ref, false))
+	require.Equal(t, id, b.next(t).MessageID)
+}
+
 // recorder is a Republish that keeps what it is asked to send.
 type recorder struct{ sent []messaging.Outgoing }
 
