@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -99,4 +100,28 @@ func TestDeadMessageTheDatabaseWouldDamageIsKeptAndLoggedWithItsID(t *testing.T)
 	require.Eventually(t, func() bool { return b.counted(t, messaging.OutcomeStored) == 1 }, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, b.db.Raw("SELECT COUNT(*) FROM "+table).Scan(&rows).Error)
 	require.Equal(t, 1, rows)
+}
+
+// With the worker's prefetch, the dead messages behind one the database
+// refuses are still stored: the refused one is requeued behind those its
+// consumer already holds. (With a prefetch of 1 they would wait for it.)
+func TestDeadMessagesBehindARefusedOneAreStored(t *testing.T) {
+	t.Parallel()
+	b := setupWholePrefetch(t, slog.New(slog.NewTextHandler(io.Discard, nil)), messaging.PrefetchDefault)
+	ctx := context.Background()
+	table := b.dom.DLQTable
+	require.NoError(t, b.db.Exec("CREATE TRIGGER cut_headers BEFORE INSERT ON "+table+
+		" FOR EACH ROW BEGIN IF NEW.message_id = 'damaged-1' THEN SET NEW.headers = LEFT(NEW.headers, 10); END IF; END").Error)
+	for _, id := range []string{"damaged-1", "fine-1", "fine-2"} {
+		require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: b.dom.RoutingKey,
+			Body: []byte(`{"deductionId":"` + id + `"}`), MessageID: id, TypeID: b.dom.TypeID}))
+		b.next(t)
+	}
+	var stored []string
+	require.Eventually(t, func() bool {
+		require.NoError(t, b.db.Raw("SELECT message_id FROM "+table+" ORDER BY message_id").Scan(&stored).Error)
+		return len(stored) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"fine-1", "fine-2"}, stored)
+	require.Positive(t, b.counted(t, messaging.OutcomeFailed))
 }

@@ -35,7 +35,15 @@ type wholeBundle struct {
 	dead    atomic.Pointer[messaging.Delivery] // the last delivery the DLQ consumer got
 }
 
+// setupWhole is setupWholePrefetch with a prefetch of 1.
 func setupWhole(t *testing.T, log *slog.Logger) *wholeBundle {
+	t.Helper()
+	return setupWholePrefetch(t, log, 1)
+}
+
+// setupWholePrefetch starts the bundle's consumers with prefetch unacked
+// deliveries per channel.
+func setupWholePrefetch(t *testing.T, log *slog.Logger, prefetch int) *wholeBundle {
 	t.Helper()
 	_, prefix := storetest.AMQP(t)
 	tp, err := topology.New(topology.Config{Prefix: prefix})
@@ -48,7 +56,7 @@ func setupWhole(t *testing.T, log *slog.Logger) *wholeBundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
 	flow := messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: 1}, log)
+	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: prefetch}, log)
 	require.NoError(t, err)
 	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, func(_ context.Context, d messaging.Delivery) error {
 		b.seen <- d
