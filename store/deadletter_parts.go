@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// A dead message is kept whole (migration 00011). A body larger than
+// A dead message is kept whole (migration 00014). A body larger than
 // deadLetterPartSize, or headers that a TEXT column cannot hold, go to
 // dlq_log_part in pieces of at most deadLetterPartSize, written in the row's
 // transaction, and the row's own column is left empty. Escaped, a statement
@@ -182,7 +182,7 @@ func unstorable(err error) bool {
 
 // assemble completes dl, read from table, with the pieces of its values kept
 // in dlq_log_part, and checks that it is whole. A row written before
-// migration 00011 (no sizes, no pieces) is taken as it is.
+// migration 00014 (no sizes, no pieces) is taken as it is.
 func assemble(ctx context.Context, db *gorm.DB, table string, dl *DeadLetter) error {
 	if dl.Parts > 0 {
 		if err := readParts(ctx, db, table, dl); err != nil {

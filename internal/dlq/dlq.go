@@ -138,7 +138,7 @@ var ErrAlreadyReplayed = errors.New("dlq: already replayed (use force to replay 
 
 // ErrDamaged is returned for a row whose stored headers are not the JSON
 // object the consumer wrote (a row cut by the INSERT IGNORE of a build
-// before migration 00011): replaying it would send another message.
+// before migration 00014): replaying it would send another message.
 var ErrDamaged = errors.New("dlq: stored headers are damaged; not replayed")
 
 // Replay republishes one dead message to its domain's main routing key with

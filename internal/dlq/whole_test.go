@@ -177,7 +177,7 @@ func insertRow(t *testing.T, db *gorm.DB, dom topology.Domain, messageType, head
 }
 
 // A row whose headers are not the JSON object they were (one stored cut to
-// 64 KB before migration 00011) is not replayed, and stays unclaimed: a
+// 64 KB before migration 00014) is not replayed, and stays unclaimed: a
 // replay without its headers would be another message.
 func TestReplayRefusesARowWithDamagedHeaders(t *testing.T) {
 	t.Parallel()
