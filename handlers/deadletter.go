@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,8 +29,8 @@ var subjectField = map[string]string{
 }
 
 // DeadLetters persists what reaches a domain's DLQ to its MySQL table (SPEC 2):
-// the raw body, headers, retry count, last error, queue and time. A
-// redelivered dead message is stored once.
+// the raw body, headers, retry count, last error, queue and time, whole
+// however large. A redelivered dead message is stored once.
 type DeadLetters struct {
 	db     *gorm.DB
 	domain topology.Domain
@@ -45,7 +46,9 @@ func NewDeadLetters(db *gorm.DB, domain topology.Domain, log *slog.Logger) *Dead
 	return &DeadLetters{db: db, domain: domain, log: log, now: time.Now}
 }
 
-// Handle stores one dead message.
+// Handle stores one dead message. A message the database cannot keep whole
+// (store.ErrUnstorable) is a Permanent error: Flow.DLQ logs and counts it as
+// failed, and the message stays in the DLQ; nothing damaged is stored.
 func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 	replay := messaging.ParseRetry(d.Headers[messaging.HeaderReplay])
 	obj := jsonObject(d.Body)
@@ -54,9 +57,9 @@ func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 		Queue:       d.Queue,
 		RoutingKey:  d.RoutingKey,
 		MessageType: d.TypeID,
-		MessageID:   messaging.Clip(d.MessageID, 128),
-		TraceID:     messaging.Clip(d.TraceID, 128),
-		Subject:     messaging.Clip(subject(obj, subjectField[h.domain.Name]), 255),
+		MessageID:   d.MessageID,
+		TraceID:     d.TraceID,
+		Subject:     subject(obj, subjectField[h.domain.Name]),
 		Body:        d.Body,
 		Headers:     cmp.Or(d.HeadersJSON, "{}"),
 		RetryCount:  d.Retry,
@@ -64,12 +67,15 @@ func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 		DeadAt:      h.now().UTC(),
 	}
 	saved, err := store.SaveDeadLetter(ctx, h.db, h.domain.DLQTable, dl)
+	if errors.Is(err, store.ErrUnstorable) {
+		return messaging.Permanent(fmt.Errorf("store dead %s message %s: %w", h.domain.Name, d.MessageID, err))
+	}
 	if err != nil {
 		return fmt.Errorf("store dead %s message %s: %w", h.domain.Name, d.MessageID, err)
 	}
 	if saved {
 		h.log.WarnContext(ctx, "dead message stored", "domain", h.domain.Name, "table", h.domain.DLQTable,
-			"id", dl.ID, "message_id", d.MessageID, "retry", d.Retry, "last_error", dl.LastError)
+			"id", dl.ID, "message_id", d.MessageID, "retry", d.Retry, "bytes", len(d.Body), "last_error", dl.LastError)
 	} else {
 		h.log.InfoContext(ctx, "dead message was stored before", "domain", h.domain.Name, "message_id", d.MessageID)
 	}

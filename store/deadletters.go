@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // ErrNotFound is returned when a row does not exist.
@@ -37,21 +37,46 @@ func checkDLQTable(table string) error {
 	return nil
 }
 
-// SaveDeadLetter stores a dead message and reports whether a row was
-// inserted (false: the same delivery was stored before).
+// errStoredBefore ends the transaction of a dead message stored before.
+var errStoredBefore = errors.New("stored before")
+
+// SaveDeadLetter stores a dead message whole and reports whether a row was
+// inserted (false: the same delivery, by DedupKey, was stored before; the
+// unique key decides, so two consumers storing it at once make one row).
+// Any other failure is an error: ErrUnstorable when the database would not
+// keep the message whole (nothing is stored then), whatever its sql_mode.
+// dl.ID is set on insert. The text columns that only describe the message
+// are made to fit (see layout); the body and headers are kept byte for byte.
 func SaveDeadLetter(ctx context.Context, db *gorm.DB, table string, dl *DeadLetter) (bool, error) {
 	if err := checkDLQTable(table); err != nil {
 		return false, err
 	}
-	if dl.DedupKey == "" || dl.Queue == "" {
-		return false, errors.New("store: dead letter needs a dedup key and a queue")
+	if dl.DedupKey == "" || dl.Queue == "" || len(dl.Queue) > varcharBytes || !utf8.ValidString(dl.Queue) {
+		return false, errors.New("store: dead letter needs a dedup key and a queue name")
 	}
-	res := db.WithContext(ctx).Table(table).Clauses(clause.Insert{Modifier: "IGNORE"}).
-		Omit("id", "created_at").Create(dl)
-	if res.Error != nil {
-		return false, fmt.Errorf("store: save dead letter in %s: %w", table, res.Error)
+	row, parts := layout(dl)
+	err := Transact(ctx, db, func(tx *gorm.DB) error {
+		if err := tx.Table(table).Omit("id", "created_at").Create(&row).Error; err != nil {
+			if IsDuplicate(err) {
+				return errStoredBefore
+			}
+			return err
+		}
+		if err := writeParts(tx, table, row.ID, parts); err != nil {
+			return err
+		}
+		return verifySaved(tx, table, &row)
+	})
+	switch {
+	case errors.Is(err, errStoredBefore):
+		return false, nil
+	case err != nil && unstorable(err):
+		return false, fmt.Errorf("store: save dead message %s (%d body bytes) in %s: %w: %w", dl.MessageID, len(dl.Body), table, ErrUnstorable, err)
+	case err != nil:
+		return false, fmt.Errorf("store: save dead message %s in %s: %w", dl.MessageID, table, err)
 	}
-	return res.RowsAffected == 1, nil
+	dl.ID = row.ID
+	return true, nil
 }
 
 // DeadLetterFilter selects dead messages.
@@ -62,9 +87,12 @@ type DeadLetterFilter struct {
 	AfterID     uint64 // for paging: rows with a larger id
 	Limit       int    // default 100
 	NewestFirst bool
+	SizesOnly   bool // leave Body and Headers out (BodyBytes and HeadersBytes give their sizes)
 }
 
-// ListDeadLetters lists the rows of table that match f.
+// ListDeadLetters lists the rows of table that match f, each whole as
+// GetDeadLetter reads it, or without body and headers with f.SizesOnly (a
+// listing of large messages then holds none of them in memory).
 func ListDeadLetters(ctx context.Context, db *gorm.DB, table string, f DeadLetterFilter) ([]DeadLetter, error) {
 	if err := checkDLQTable(table); err != nil {
 		return nil, err
@@ -90,14 +118,27 @@ func ListDeadLetters(ctx context.Context, db *gorm.DB, table string, f DeadLette
 	if limit <= 0 {
 		limit = 100
 	}
+	if f.SizesOnly {
+		q = q.Omit("body", "headers")
+	}
 	var rows []DeadLetter
 	if err := q.Order(order).Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", table, err)
 	}
+	if f.SizesOnly {
+		return rows, nil
+	}
+	for i := range rows {
+		if err := assemble(ctx, db, table, &rows[i]); err != nil {
+			return nil, fmt.Errorf("store: %s row %d: %w", table, rows[i].ID, err)
+		}
+	}
 	return rows, nil
 }
 
-// GetDeadLetter returns one row of table.
+// GetDeadLetter returns one row of table, whole: a body or headers kept in
+// pieces is put together, and a row missing some of its bytes is
+// ErrIncomplete.
 func GetDeadLetter(ctx context.Context, db *gorm.DB, table string, id uint64) (DeadLetter, error) {
 	if err := checkDLQTable(table); err != nil {
 		return DeadLetter{}, err
@@ -106,6 +147,9 @@ func GetDeadLetter(ctx context.Context, db *gorm.DB, table string, id uint64) (D
 	err := db.WithContext(ctx).Table(table).Where("id = ?", id).Take(&dl).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return DeadLetter{}, fmt.Errorf("store: %s row %d: %w", table, id, ErrNotFound)
+	}
+	if err == nil {
+		err = assemble(ctx, db, table, &dl)
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("store: %s row %d: %w", table, id, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,7 +132,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 func printEntries(w io.Writer, entries []dlq.Entry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "ID\tDEAD AT\tRETRIES\tSUBJECT\tREPLAYED\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tDEAD AT\tRETRIES\tBYTES\tSUBJECT\tREPLAYED\tLAST ERROR")
 	for _, e := range entries {
 		replayed := "-"
 		if e.ReplayedAt != nil {
@@ -141,7 +142,8 @@ func printEntries(w io.Writer, entries []dlq.Entry) {
 		if e.LastError != nil {
 			last = oneLine(*e.LastError, 80)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", e.Ref, e.DeadAt.UTC().Format(time.RFC3339), e.RetryCount, oneLine(e.Subject, 40), replayed, last)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Ref, e.DeadAt.UTC().Format(time.RFC3339), e.RetryCount, e.BodyBytes,
+			oneLine(e.Subject, 40), replayed, last)
 	}
 }
 
@@ -154,20 +156,20 @@ func printEntry(w io.Writer, e dlq.Entry) error {
 	if e.ReplayedAt != nil {
 		fmt.Fprintf(w, "replayed:    %s (%d times)\n", e.ReplayedAt.UTC().Format(time.RFC3339), e.ReplayCount)
 	}
-	fmt.Fprintf(w, "headers:\n%s\nbody:\n%s\n", indentJSON(e.Headers), indentJSON(string(e.Body)))
+	fmt.Fprintf(w, "headers (%d bytes):\n%s\nbody (%d bytes):\n%s\n",
+		len(e.Headers), indentJSON([]byte(e.Headers)), len(e.Body), indentJSON(e.Body))
 	return nil
 }
 
-func indentJSON(s string) string {
-	var v any
-	if json.Unmarshal([]byte(s), &v) != nil {
-		return s
+// indentJSON indents a JSON text as it is stored (json.Indent keeps every
+// number's digits and the members' order); any other text is returned as is.
+func indentJSON(b []byte) string {
+	var out bytes.Buffer
+	out.WriteString("  ")
+	if json.Indent(&out, b, "  ", "  ") != nil {
+		return string(b)
 	}
-	b, err := json.MarshalIndent(v, "  ", "  ")
-	if err != nil {
-		return s
-	}
-	return "  " + string(b)
+	return out.String()
 }
 
 func oneLine(s string, n int) string {

@@ -10,6 +10,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,7 +85,8 @@ type Filter struct {
 	Limit       int // per domain; default 100
 }
 
-// List returns the matching dead messages, newest first within each domain.
+// List returns the matching dead messages, newest first within each domain,
+// without their body and headers (Get reads one whole).
 func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 	domains := f.Domains
 	if len(domains) == 0 {
@@ -97,7 +99,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 			return nil, err
 		}
 		rows, err := store.ListDeadLetters(ctx, s.db, d.DLQTable, store.DeadLetterFilter{
-			Queues: []string{d.DLQ}, Since: f.Since, NotReplayed: f.NotReplayed, Limit: f.Limit, NewestFirst: true,
+			Queues: []string{d.DLQ}, Since: f.Since, NotReplayed: f.NotReplayed, Limit: f.Limit, NewestFirst: true, SizesOnly: true,
 		})
 		if err != nil {
 			return nil, err
@@ -109,7 +111,8 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 	return out, nil
 }
 
-// Get returns one dead message; its queue must belong to the ref's domain.
+// Get returns one dead message, whole; its queue must belong to the ref's
+// domain.
 func (s *Store) Get(ctx context.Context, ref Ref) (Entry, error) {
 	d, err := s.domain(ref.Domain)
 	if err != nil {
@@ -133,6 +136,11 @@ type Republish interface {
 // ErrAlreadyReplayed is returned for a row replayed before, without force.
 var ErrAlreadyReplayed = errors.New("dlq: already replayed (use force to replay again)")
 
+// ErrDamaged is returned for a row whose stored headers are not the JSON
+// object the consumer wrote (a row cut by the INSERT IGNORE of a build
+// before migration 00014): replaying it would send another message.
+var ErrDamaged = errors.New("dlq: stored headers are damaged; not replayed")
+
 // Replay republishes one dead message to its domain's main routing key with
 // the retry count reset, and marks the row replayed. The row is claimed
 // before publishing, so two replays of one row at once publish it once; if
@@ -147,8 +155,12 @@ func (s *Store) Replay(ctx context.Context, pub Republish, ref Ref, force bool) 
 }
 
 // replay claims e's row of d and republishes it, undoing the claim if the
-// publish fails. e must belong to d (Get and List see to that).
+// publish fails. e must be whole (Get) and belong to d.
 func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e Entry, force bool) error {
+	out, err := replayMessage(d, e)
+	if err != nil {
+		return err
+	}
 	claimed, err := store.ClaimReplay(ctx, s.db, d.DLQTable, e.Ref.ID, force)
 	if err != nil {
 		return err
@@ -156,7 +168,7 @@ func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e 
 	if !claimed {
 		return fmt.Errorf("%s: %w", e.Ref, ErrAlreadyReplayed)
 	}
-	if err := pub.Send(ctx, replayMessage(d, e)); err != nil {
+	if err := pub.Send(ctx, out); err != nil {
 		if uerr := store.UnclaimReplay(context.WithoutCancel(ctx), s.db, d.DLQTable, e.Ref.ID, e.ReplayedAt); uerr != nil {
 			return errors.Join(fmt.Errorf("dlq: replay %s: %w", e.Ref, err), uerr)
 		}
@@ -166,26 +178,40 @@ func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e 
 }
 
 // replayMessage is what a replay of e publishes: the stored message on d's
-// main routing key, with its replay count.
-func replayMessage(d topology.Domain, e Entry) messaging.Outgoing {
+// main routing key, with its replay count. The type is the stored
+// __TypeId__ header, whole, where there is one (the message_type column is
+// cut to 255 bytes).
+func replayMessage(d topology.Domain, e Entry) (messaging.Outgoing, error) {
+	headers, err := replayHeaders(e.Headers, d)
+	if err != nil {
+		return messaging.Outgoing{}, fmt.Errorf("%s: %w: %v", e.Ref, ErrDamaged, err)
+	}
 	out := messaging.Outgoing{
 		RoutingKey: d.RoutingKey,
 		Body:       e.Body,
 		MessageID:  e.MessageID,
-		TypeID:     e.MessageType,
+		TypeID:     cmp.Or(headers[messaging.HeaderTypeID], e.MessageType),
 		TraceID:    e.TraceID,
-		Headers:    replayHeaders(e.Headers, d),
+		Headers:    headers,
 	}
 	out.Headers[messaging.HeaderReplay] = strconv.Itoa(e.ReplayCount + 1)
-	return out
+	return out, nil
 }
 
 // replayHeaders keeps the stored headers but the retry count and the failure
 // bookkeeping. The broker's death headers and watermill's are left in: the
-// Publisher's Marshaler drops them from every publish.
-func replayHeaders(stored string, d topology.Domain) map[string]string {
+// Publisher's Marshaler drops them from every publish. Numbers keep their
+// stored digits. Stored headers that are not a JSON object are an error.
+func replayHeaders(stored string, d topology.Domain) (map[string]string, error) {
 	var raw map[string]any
-	_ = json.Unmarshal([]byte(stored), &raw)
+	dec := json.NewDecoder(strings.NewReader(stored))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("text after the headers object")
+	}
 	out := make(map[string]string, len(raw))
 	for k, v := range raw {
 		switch k {
@@ -201,7 +227,7 @@ func replayHeaders(stored string, d topology.Domain) map[string]string {
 			out[k] = string(b)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Result counts what ReplayAll did.
@@ -221,8 +247,8 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	if err != nil {
 		return Result{}, err
 	}
-	// List reads the rows of d's DLQ whole, so each is replayed as listed
-	// rather than read again.
+	// List reads summaries; each row is read whole just before its replay,
+	// so that a batch of large messages is never in memory at once.
 	entries, err := s.List(ctx, Filter{Domains: []string{domain}, NotReplayed: !force, Limit: limit})
 	if err != nil {
 		return Result{}, err
@@ -230,7 +256,11 @@ func (s *Store) ReplayAll(ctx context.Context, pub Republish, domain string, for
 	var res Result
 	var errs []error
 	for _, e := range entries {
-		switch err := s.replay(ctx, pub, d, e, force); {
+		whole, err := s.Get(ctx, e.Ref)
+		if err == nil {
+			err = s.replay(ctx, pub, d, whole, force)
+		}
+		switch {
 		case err == nil:
 			res.Replayed++
 		case errors.Is(err, ErrAlreadyReplayed):

@@ -99,16 +99,26 @@ func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 	}
 }
 
-// DLQ wraps the handler of dom's DLQ, which stores dead messages. A failure
-// (the database is down) requeues the delivery after a pause: a DLQ has no
-// DLQ of its own.
+// DLQ wraps the handler of dom's DLQ, which stores dead messages. A DLQ has
+// no DLQ of its own, so a failure never drops the message: it is requeued
+// after a pause and tried again. A Permanent failure (the database cannot
+// keep this message whole) is logged as such with the message id and size
+// and counted as failed, so that it is seen and fixed; the message waits in
+// its DLQ meanwhile, and is stored once the cause is gone. Any other failure
+// (the database is down) is counted as requeued.
 func (f *Flow) DLQ(dom topology.Domain, h HandlerFunc) RouteFunc {
 	return func(ctx context.Context, msg *message.Message) error {
 		d := newDelivery(msg, dom, dom.DLQ)
 		began := time.Now()
 		if err := f.call(ctx, h, d); err != nil {
-			f.log.Error("could not store a dead message; requeueing it", "domain", dom.Name, "message_id", d.MessageID, "err", err)
-			f.metrics.handled(dom.Name, OutcomeRequeued, time.Since(began))
+			log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "bytes", len(d.Body), "err", err)
+			if IsPermanent(err) {
+				log.Error("dead message cannot be stored whole; it stays in the DLQ and is tried again")
+				f.metrics.handled(dom.Name, OutcomeFailed, time.Since(began))
+			} else {
+				log.Error("could not store a dead message; requeueing it")
+				f.metrics.handled(dom.Name, OutcomeRequeued, time.Since(began))
+			}
 			pause(ctx, f.delay)
 			return err
 		}
