@@ -166,7 +166,7 @@ func TestBillingEndToEnd(t *testing.T) {
 		return len(n) == 0
 	}, 30*time.Second, 100*time.Millisecond, "pending deductions left")
 	out := f.reconcileOnce(t, "balance-sync")
-	require.Regexp(t, `^balance-sync: users scanned 50, pending applied 0, pending cleared 0, refunded 0, settled 0, drift found 0, adjustments 0, rebuilt 0, busy \d+, late cleaned 0, unreadable 0, errors 0\n$`, out)
+	require.Regexp(t, `^balance-sync: users scanned 50, pending applied 0, pending cleared 0, refunded 0, settled 0, drift found 0, adjustments 0, rebuilt 0, deferred 0, busy \d+, late cleaned 0, unreadable 0, errors 0\n$`, out)
 
 	total := decimal.Zero
 	for u, want := range deducted {

@@ -338,3 +338,28 @@ func TestPendingRecordAnswersAReplayWithoutTheMarker(t *testing.T) {
 	require.Len(t, pending, 1)
 	require.Equal(t, "aaaa", pending[0].Ref, "the first charge's record is kept")
 }
+
+// A balance someone else initialised (a Spring producer's SETNX from MySQL)
+// has no count of the ledger entries it reflects; settling into it must
+// leave the count unknown — balance-sync then rebuilds it — rather than
+// start one at 1, which would read as more entries than MySQL holds.
+func TestSettleLeavesAnUnknownEntryCountUnknown(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.DBAgentBilling)
+	require.NoError(t, c.Set(ctx, r.Keys().AgentBalance("kim"), "10.00000000", 0).Err())
+	_, err := r.DeductBalance(ctx, store.DeductRequest{Username: "kim", ID: "r1", Amount: dec("3"), Now: time.Now(), Ref: "aaaa"})
+	require.NoError(t, err)
+	out, err := r.Settle(ctx, store.SettleEntry{Username: "kim", Kind: store.SettleDeduction, EntryID: "r1", Amount: dec("3"), Seq: 1, Ref: "aaaa"},
+		store.SettleEntry{Username: "kim", Kind: store.SettleCredit, EntryID: "c1", Amount: dec("1"), Seq: 2})
+	require.NoError(t, err)
+	require.Equal(t, store.SettleCleared, out[0].Outcome)
+	require.Equal(t, store.SettleApplied, out[1].Outcome)
+	n, err := c.Exists(ctx, r.Keys().AgentBalanceEntries("kim")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "still unknown")
+	h, err := r.HotBalances(ctx, []string{"kim"})
+	require.NoError(t, err)
+	require.False(t, h["kim"].EntriesKnown)
+}

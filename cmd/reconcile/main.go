@@ -23,6 +23,7 @@ import (
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/dlq"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/rabbitadmin"
 	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
@@ -41,17 +42,18 @@ func main() {
 // services are what the jobs are built from. pub is nil unless dlq-replay
 // may run: only then does the reconciler connect to RabbitMQ.
 type services struct {
-	deps    *app.Deps
-	pub     *messaging.Publisher
-	cfg     config.ReconcileSection
-	metrics *reconcile.Metrics
-	log     *slog.Logger
+	deps     *app.Deps
+	pub      *messaging.Publisher
+	inflight reconcile.InFlight // whether a deduction message may still arrive (balance-sync)
+	cfg      config.ReconcileSection
+	metrics  *reconcile.Metrics
+	log      *slog.Logger
 }
 
 // jobs builds each job, by the name -once takes.
 var jobs = map[string]func(s services) reconcile.Job{
 	"balance-sync": func(s services) reconcile.Job {
-		return reconcile.NewBalanceSync(s.deps.DB, s.deps.Redis, s.cfg.BalanceSync, s.metrics, s.log)
+		return reconcile.NewBalanceSync(s.deps.DB, s.deps.Redis, s.cfg.BalanceSync, s.inflight, s.metrics, s.log)
 	},
 	"dlq-replay": func(s services) reconcile.Job {
 		return reconcile.NewDLQReplay(dlq.NewStore(s.deps.DB, s.deps.Topology), s.pub, topology.DomainObjectReplication, s.cfg.ReplayBatchSize)
@@ -91,7 +93,23 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
-	svc := services{deps: deps, cfg: rc, metrics: metrics, log: log}
+	// balance-sync asks the broker's management API how many billing
+	// messages are queued or unacknowledged before it adjusts a balance.
+	admin, err := rabbitadmin.New(cfg.AMQP.ManagementURL, cfg.AMQP.VHost)
+	if err != nil {
+		return err
+	}
+	tp := deps.Topology // declared only when the reconciler publishes
+	if tp == nil {
+		if tp, err = topology.New(cfg.AMQP.Topology); err != nil {
+			return err
+		}
+	}
+	inflight, err := reconcile.NewBillingInFlight(tp, admin, dlq.NewStore(deps.DB, tp))
+	if err != nil {
+		return err
+	}
+	svc := services{deps: deps, inflight: inflight, cfg: rc, metrics: metrics, log: log}
 	if needAMQP {
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4},
 			deps.Topology, messaging.NewMetrics(reg), log)

@@ -65,6 +65,10 @@ func withDelivery(ctx context.Context, d Delivery) context.Context {
 	return context.WithValue(ctx, deliveryKey{}, d)
 }
 
+// WithDelivery returns ctx carrying d, as the consumer hands a delivery to
+// a handler: for tests and tools that call a handler directly.
+func WithDelivery(ctx context.Context, d Delivery) context.Context { return withDelivery(ctx, d) }
+
 // DeliveryFrom returns the delivery a handler's context belongs to.
 func DeliveryFrom(ctx context.Context) (Delivery, bool) {
 	d, ok := ctx.Value(deliveryKey{}).(Delivery)

@@ -35,9 +35,14 @@ func New(rawURL, vhost string) (*Client, error) {
 }
 
 func (c *Client) get(ctx context.Context, what string, v any) error {
+	return c.getPath(ctx, what+"/"+url.PathEscape(c.vhost), v)
+}
+
+// getPath GETs /api/{path} and decodes the JSON answer into v.
+func (c *Client) getPath(ctx context.Context, path string, v any) error {
 	base := *c.base
 	base.User = nil
-	endpoint := strings.TrimSuffix(base.String(), "/") + "/api/" + what + "/" + url.PathEscape(c.vhost)
+	endpoint := strings.TrimSuffix(base.String(), "/") + "/api/" + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
 	if err != nil {
 		return err
@@ -112,4 +117,22 @@ func (c *Client) Snapshot(ctx context.Context) (topology.Live, error) {
 		}
 	}
 	return live, nil
+}
+
+// QueueDepth is how many messages a queue holds: ready for a consumer, and
+// delivered but not acknowledged yet. The broker refreshes these figures
+// every few seconds (collect_statistics_interval, 5 s by default).
+type QueueDepth struct {
+	Ready   int `json:"messages_ready"`
+	Unacked int `json:"messages_unacknowledged"`
+}
+
+// Messages is every message the queue holds.
+func (d QueueDepth) Messages() int { return d.Ready + d.Unacked }
+
+// Depth reads one queue's depth.
+func (c *Client) Depth(ctx context.Context, queue string) (QueueDepth, error) {
+	var d QueueDepth
+	err := c.getPath(ctx, "queues/"+url.PathEscape(c.vhost)+"/"+url.PathEscape(queue), &d)
+	return d, err
 }

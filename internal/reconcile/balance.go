@@ -16,12 +16,13 @@ import (
 
 // Defaults of BalanceSyncConfig.
 const (
-	PendingAgeDefault = 5 * time.Minute
-	QuietDefault      = 2 * time.Minute
-	BatchDefault      = 500
-	lateAge           = time.Minute
-	progressEvery     = 10 * time.Second
-	debitChunk        = 100 // pending deductions per ledger transaction
+	PendingAgeDefault   = 5 * time.Minute
+	ConfirmDelayDefault = 10 * time.Second
+	QuietDefault        = 2 * time.Minute
+	BatchDefault        = 500
+	lateAge             = time.Minute
+	progressEvery       = 10 * time.Second
+	debitChunk          = 100 // pending deductions per ledger transaction
 )
 
 // BalanceSyncConfig tunes the balance-sync job. Zero fields take the defaults.
@@ -29,6 +30,16 @@ type BalanceSyncConfig struct {
 	PendingAge time.Duration // pending deductions older than this are applied here (their message is late or lost)
 	Quiet      time.Duration // users with ledger entries newer than this are not compared
 	Batch      int           // users per SCAN batch, pipeline and SQL statement
+	// ConfirmDelay is how long a drift waits before its ADJUST, after which
+	// the in-flight gate is asked and the user read again; negative: none.
+	ConfirmDelay time.Duration
+}
+
+// InFlight says whether a deduction message may still arrive for some user
+// (queued, being handled, or stored dead and not replayed), and why; ""
+// means none can. balance-sync writes no ADJUST while one may.
+type InFlight interface {
+	DeductionsInFlight(ctx context.Context) (why string, err error)
 }
 
 // BalanceSync is the balance-sync job (SPEC 6; seed: every 30 minutes). It
@@ -42,20 +53,25 @@ type BalanceSyncConfig struct {
 //     with an ADJUST ledger row naming both values;
 //  4. drops what Redis re-initialisations no longer need.
 type BalanceSync struct {
-	db      *gorm.DB
-	rdb     *store.Redis
-	cfg     BalanceSyncConfig
-	metrics *Metrics
-	log     *slog.Logger
-	now     func() time.Time
+	db       *gorm.DB
+	rdb      *store.Redis
+	cfg      BalanceSyncConfig
+	inflight InFlight
+	metrics  *Metrics
+	log      *slog.Logger
+	now      func() time.Time
 }
 
-// NewBalanceSync returns the job.
-func NewBalanceSync(db *gorm.DB, rdb *store.Redis, cfg BalanceSyncConfig, m *Metrics, log *slog.Logger) *BalanceSync {
+// NewBalanceSync returns the job. inflight is asked before each ADJUST.
+func NewBalanceSync(db *gorm.DB, rdb *store.Redis, cfg BalanceSyncConfig, inflight InFlight, m *Metrics, log *slog.Logger) *BalanceSync {
+	if inflight == nil {
+		panic("reconcile: NewBalanceSync: nil InFlight") // a wiring bug stops start-up
+	}
 	cfg.PendingAge = cmp.Or(cfg.PendingAge, PendingAgeDefault)
 	cfg.Quiet = cmp.Or(cfg.Quiet, QuietDefault)
 	cfg.Batch = cmp.Or(cfg.Batch, BatchDefault)
-	return &BalanceSync{db: db, rdb: rdb, cfg: cfg, metrics: m, log: log, now: time.Now}
+	cfg.ConfirmDelay = cmp.Or(cfg.ConfirmDelay, ConfirmDelayDefault)
+	return &BalanceSync{db: db, rdb: rdb, cfg: cfg, inflight: inflight, metrics: m, log: log, now: time.Now}
 }
 
 // Name is "balance-sync".
@@ -71,6 +87,7 @@ type BalanceResult struct {
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
 	Rebuilt        int // hot balances found behind or above MySQL, rebuilt from it
+	Deferred       int // drifts not adjusted: a deduction message may still arrive
 	Busy           int // users skipped: pending deductions or recent ledger activity
 	LateCleaned    int // leftovers of Redis re-initialisations removed
 	Unreadable     int // users skipped because their Redis data cannot be read (each logged with the key's value)
@@ -89,7 +106,7 @@ func (r BalanceResult) items() []counter {
 	return []counter{
 		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
 		{"pending_cleared", "pending cleared", r.PendingCleared}, {"refunded", "refunded", r.Refunded}, {"settled", "settled", r.Settled},
-		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments}, {"rebuilt", "rebuilt", r.Rebuilt},
+		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments}, {"rebuilt", "rebuilt", r.Rebuilt}, {"deferred", "deferred", r.Deferred},
 		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"unreadable", "unreadable", r.Unreadable},
 		{"errors", "errors", r.Errors},
 	}

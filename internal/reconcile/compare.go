@@ -12,22 +12,29 @@ import (
 )
 
 // compare checks each quiet user's Redis side against MySQL, the record
-// (SPEC 6.5, 6.7). Quiet: no pending deduction, no unsettled ledger entry,
-// no ledger entry newer than Quiet. Then:
+// (SPEC 6.5, 6.7, 6.9). Quiet: no pending deduction, no unsettled ledger
+// entry, no ledger entry newer than Quiet. Then:
 //   - Redis behind: its count of reflected ledger entries is below MySQL's
-//     hot_entries, or unknown. It came back from an older snapshot (or was
-//     set by someone else): it is rebuilt from MySQL, whatever its balance.
+//     hot_entries. It came back from an older snapshot and its balance is
+//     wrong: it is rebuilt from MySQL at once.
+//   - Redis that cannot say how many entries it reflects (set by someone
+//     else, such as a Spring producer initialising a missing balance):
+//     rebuilt from MySQL.
 //   - every entry reflected, Redis above MySQL: Redis forgot a deduction
 //     MySQL has (a producer's own, lost with Redis), or took less for a
-//     retry after a loss. Rebuilt too: MySQL is never corrected up to it.
+//     retry after a loss: rebuilt. MySQL is never corrected up to Redis.
 //   - every entry reflected, Redis below MySQL: Redis took deductions MySQL
 //     never got (a producer's message lost). MySQL is brought down to it
 //     with an ADJUST ledger row naming both values.
 //   - Redis reflecting more entries than MySQL holds: MySQL went back (a
 //     restored backup?); reported, nothing changed.
+//
+// All but the first wait for the end of the scan and for no deduction
+// message to be in flight (see correctAll).
 func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 	lastProgress := time.Now()
-	return j.rdb.ScanUsers(ctx, keys.AgentBalance, j.cfg.Batch, func(users []string) error {
+	var drifts []drift
+	err := j.rdb.ScanUsers(ctx, keys.AgentBalance, j.cfg.Batch, func(users []string) error {
 		t0 := j.now()
 		hot, err := j.rdb.HotBalances(ctx, users)
 		if err != nil {
@@ -39,8 +46,12 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 		}
 		for _, row := range rows {
 			res.UsersScanned++
-			if err := j.compareOne(ctx, row, hot[row.Username], t0, res); err != nil {
+			d, err := j.compareOne(ctx, row, hot[row.Username], t0, res)
+			if err != nil {
 				return err
+			}
+			if d != nil {
+				drifts = append(drifts, *d)
 			}
 		}
 		if time.Since(lastProgress) > progressEvery {
@@ -49,48 +60,155 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return j.correctAll(ctx, drifts, res)
 }
 
-func (j *BalanceSync) compareOne(ctx context.Context, row store.Activity, h store.HotBalance, t0 time.Time, res *BalanceResult) error {
+// drift is a quiet user to correct once no deduction message is in
+// flight: its Redis side as read, and what to do.
+type drift struct {
+	row    store.Activity
+	hot    store.HotBalance
+	adjust bool   // bring MySQL down to Redis; else rebuild Redis from MySQL
+	why    string // for a rebuild, the log's reason
+}
+
+// quiet reports whether a user can be compared: no pending deduction, no
+// unsettled entry, no ledger entry newer than Quiet.
+func (j *BalanceSync) quiet(row store.Activity, h store.HotBalance, now time.Time) bool {
+	return h.Pending == 0 && !row.Unsettled && (row.Last == nil || !row.Last.After(now.Add(-j.cfg.Quiet)))
+}
+
+// compareOne compares one user. A Redis behind MySQL is rebuilt now; a
+// user to correct otherwise is returned.
+func (j *BalanceSync) compareOne(ctx context.Context, row store.Activity, h store.HotBalance, t0 time.Time, res *BalanceResult) (*drift, error) {
 	switch {
 	case h.Malformed != "":
 		j.unreadable(res, row.Username, fmt.Errorf("balance %.40q: %w", h.Malformed, store.ErrBalanceMalformed))
-		return nil
+		return nil, nil
 	case !h.Present:
-		return nil
-	case h.Pending > 0, row.Unsettled, row.Last != nil && row.Last.After(t0.Add(-j.cfg.Quiet)):
+		return nil, nil
+	case !j.quiet(row, h, t0):
 		res.Busy++
-		return nil
+		return nil, nil
 	}
-	hotBal := h.Balance.Round(store.MoneyScale) // MySQL holds 8 places; more would be drift no ADJUST can write
+	hotBal := hotBalance(h)
 	differ := !hotBal.Equal(row.BalanceFen)
 	if differ {
 		res.DriftFound++
 	}
 	switch {
+	case h.EntriesKnown && h.Entries < row.HotEntries:
+		why := fmt.Sprintf("Redis is behind MySQL: its balance reflects %d of %d ledger entries", h.Entries, row.HotEntries)
+		return nil, j.rebuild(ctx, row, h, why, res)
 	case !h.EntriesKnown:
-		return j.rebuild(ctx, row, h, "Redis does not say which ledger entries its balance reflects", res)
-	case h.Entries < row.HotEntries:
-		return j.rebuild(ctx, row, h, fmt.Sprintf("Redis is behind MySQL: its balance reflects %d of %d ledger entries", h.Entries, row.HotEntries), res)
+		return &drift{row: row, hot: h, why: "Redis does not say which ledger entries its balance reflects"}, nil
 	case h.Entries > row.HotEntries:
 		res.Errors++
 		j.log.Error("Redis reflects more ledger entries than MySQL holds (was MySQL restored from an older backup?); nothing changed",
 			"user", row.Username, "redis_entries", h.Entries, "mysql_entries", row.HotEntries, "redis", hotBal, "mysql", row.BalanceFen)
-		return nil
+		return nil, nil
 	case !differ:
-		return nil
+		return nil, nil
 	case hotBal.GreaterThan(row.BalanceFen):
-		return j.rebuild(ctx, row, h, "Redis is above MySQL: it forgot a deduction MySQL has", res)
+		return &drift{row: row, hot: h, why: "Redis is above MySQL: it forgot a deduction MySQL has"}, nil
 	}
-	return j.adjust(ctx, row, hotBal, t0, res)
+	return &drift{row: row, hot: h, adjust: true}, nil
+}
+
+// hotBalance is a hot balance as MySQL would hold it: 8 places (more would
+// be a drift no ADJUST can write).
+func hotBalance(h store.HotBalance) decimal.Decimal { return h.Balance.Round(store.MoneyScale) }
+
+// correctAll corrects the drifts once no deduction message can still
+// arrive (SPEC 6.9). A Spring producer takes a deduction in Redis with its
+// own script and leaves no pending record: until its message lands, Redis
+// is below MySQL by it, exactly as when the message was lost, and a
+// rebuild from MySQL would hand the money back. So the drifts wait while
+// the billing queues hold messages or its DLQ holds messages not replayed
+// (InFlight); otherwise, after ConfirmDelay (longer than a producer takes
+// to publish, and than the broker's statistics lag), the gate is asked
+// again and each user read again: a user that moved, or whose Redis side
+// changed, is left for the next run.
+func (j *BalanceSync) correctAll(ctx context.Context, drifts []drift, res *BalanceResult) error {
+	if len(drifts) == 0 {
+		return nil
+	}
+	if j.deferred(ctx, drifts, res) {
+		return nil
+	}
+	if j.cfg.ConfirmDelay > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(j.cfg.ConfirmDelay):
+		}
+		if j.deferred(ctx, drifts, res) {
+			return nil
+		}
+	}
+	users := make([]string, len(drifts))
+	for i, d := range drifts {
+		users[i] = d.row.Username
+	}
+	t0 := j.now()
+	hot, err := j.rdb.HotBalances(ctx, users)
+	if err != nil {
+		return err
+	}
+	rows, err := store.AccountActivity(ctx, j.db, users)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	now := make(map[string]store.Activity, len(rows))
+	for _, r := range rows {
+		now[r.Username] = r
+	}
+	for _, d := range drifts {
+		row, h := now[d.row.Username], hot[d.row.Username]
+		same := h.Present && h.EntriesKnown == d.hot.EntriesKnown && h.Entries == d.hot.Entries && hotBalance(h).Equal(hotBalance(d.hot)) &&
+			row.LedgerSeq == d.row.LedgerSeq && row.BalanceFen.Equal(d.row.BalanceFen)
+		switch {
+		case !same || !j.quiet(row, h, t0):
+			res.Busy++
+		case d.adjust:
+			j.adjust(ctx, row, hotBalance(h), t0, res)
+		default:
+			if err := j.rebuild(ctx, row, h, d.why, res); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deferred asks whether a deduction message may still arrive; if one may,
+// or the answer cannot be had, the drifts are counted as deferred.
+func (j *BalanceSync) deferred(ctx context.Context, drifts []drift, res *BalanceResult) bool {
+	why, err := j.inflight.DeductionsInFlight(ctx)
+	if err != nil {
+		why = "cannot tell whether a deduction message is in flight: " + err.Error()
+	}
+	if why == "" {
+		return false
+	}
+	res.Deferred += len(drifts)
+	j.log.Warn("balance drifts left for a later run: a deduction message may still arrive", "users", len(drifts), "why", why)
+	return true
 }
 
 // rebuild drops the user's hot balance, if unchanged since it was read,
 // and initialises it from MySQL as after a Redis loss.
 func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.HotBalance, why string, res *BalanceResult) error {
 	dropped, err := j.rdb.ResetBalance(ctx, row.Username, h)
-	if err != nil || !dropped {
-		return err // dropped false: the user moved meanwhile; the next run looks again
+	if err != nil {
+		return err
+	}
+	if !dropped {
+		res.Busy++ // the user moved meanwhile; the next run looks again
+		return nil
 	}
 	if _, err := store.EnsureBalance(ctx, j.db, j.rdb, row.Username); err != nil {
 		return err // the balance stays missing: the next request initialises it
@@ -102,7 +220,7 @@ func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.H
 
 // adjust brings MySQL down to a quiet Redis balance with an ADJUST row,
 // written only if the account did not move since it was read.
-func (j *BalanceSync) adjust(ctx context.Context, row store.Activity, hotBal decimal.Decimal, t0 time.Time, res *BalanceResult) error {
+func (j *BalanceSync) adjust(ctx context.Context, row store.Activity, hotBal decimal.Decimal, t0 time.Time, res *BalanceResult) {
 	delta := hotBal.Sub(row.BalanceFen)
 	reason := fmt.Sprintf("balance-sync: redis %s, mysql %s", hotBal.StringFixed(store.MoneyScale), row.BalanceFen.StringFixed(store.MoneyScale))
 	_, err := store.Adjust(ctx, j.db, row.Username, fmt.Sprintf("sync:%d", t0.UnixMilli()), delta, row.BalanceFen, row.LedgerSeq, reason)
@@ -116,5 +234,4 @@ func (j *BalanceSync) adjust(ctx context.Context, row store.Activity, hotBal dec
 		res.Adjustments++
 		j.log.Warn("balance drift corrected with an ADJUST ledger row", "user", row.Username, "delta", delta, "reason", reason)
 	}
-	return nil
 }

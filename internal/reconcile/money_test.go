@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -50,7 +51,8 @@ type machine struct {
 	users     []string
 	opening   map[string]decimal.Decimal
 	recharged map[string]decimal.Decimal
-	queue     []topology.AgentBillingDeduct
+	queue     []queued
+	foreign   map[string]foreignCharge   // by message id: deductions a Spring producer took
 	reported  map[dkey][]decimal.Decimal // what the client was told was deducted (twice only once Redis may have forgotten)
 	ids       []dkey
 	mayForget map[dkey]bool // Redis may have forgotten the last charge (a loss, a restore, its marker gone) since it was taken
@@ -80,7 +82,9 @@ func newMachine(t *rapid.T, m *money, world int64) *machine {
 	sm := &machine{m: m, opening: map[string]decimal.Decimal{}, recharged: map[string]decimal.Decimal{},
 		reported: map[dkey][]decimal.Decimal{}, mayForget: map[dkey]bool{}, pendLost: map[dkey]bool{}, charged: map[dkey]int{},
 		lost: map[dkey]bool{}, gone: map[dkey]bool{},
-		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}, tokens: map[dkey]int{}}
+		allowance: map[string]decimal.Decimal{}, inflight: map[dkey]bool{}, events: map[string][]string{}, tokens: map[dkey]int{},
+		foreign: map[string]foreignCharge{}}
+	m.sync = newMoneySyncGated(m, sm)
 	for i := range 3 {
 		u := fmt.Sprintf("w%d-u%d", world, i)
 		open := decimal.New(int64(rapid.IntRange(0, 4000).Draw(t, "opening")), -2)
@@ -152,8 +156,8 @@ func (sm *machine) Deduct(t *rapid.T) {
 		sm.ids = append(sm.ids, k)
 		sm.charge(k)
 	}
-	sm.queue = append(sm.queue, topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8), ModelName: "m",
-		InputTokens: int32(tokens), PendingRef: c.Ref, RequestHash: c.RequestHash})
+	sm.queue = append(sm.queue, queued{msg: topology.AgentBillingDeduct{DeductionID: k.id, Username: k.user, AmountFen: c.Deducted.StringFixed(8),
+		ModelName: "m", InputTokens: int32(tokens), PendingRef: c.Ref, RequestHash: c.RequestHash}})
 }
 
 // charge records that k was just taken in Redis, with a marker and a
@@ -164,7 +168,21 @@ func (sm *machine) charge(k dkey) {
 	sm.mayForget[k], sm.pendLost[k] = false, false
 }
 
-func (sm *machine) pick(t *rapid.T) (int, topology.AgentBillingDeduct) {
+// queued is a deduction message in the queue: Isle's, or a Spring
+// producer's (no deduction id; its AMQP message id keys it).
+type queued struct {
+	msg       topology.AgentBillingDeduct
+	messageID string // set for a foreign message
+}
+
+func (q queued) String() string {
+	if q.messageID != "" {
+		return "foreign " + q.messageID
+	}
+	return q.msg.DeductionID
+}
+
+func (sm *machine) pick(t *rapid.T) (int, queued) {
 	if len(sm.queue) == 0 {
 		t.Skip("no message in the queue")
 	}
@@ -195,10 +213,14 @@ func (sm *machine) expose(t *rapid.T, k dkey) {
 }
 
 // handle hands a message to the consumer.
-func (sm *machine) handle(t *rapid.T, msg topology.AgentBillingDeduct) {
-	k := dkey{msg.Username, msg.DeductionID}
+func (sm *machine) handle(t *rapid.T, q queued) {
+	ctx := context.Background()
+	if q.messageID != "" {
+		ctx = messaging.WithDelivery(ctx, messaging.Delivery{MessageID: q.messageID})
+	}
+	k := dkey{q.msg.Username, q.msg.DeductionID}
 	sm.expose(t, k)
-	if err := sm.m.consumer.Handle(context.Background(), msg); err != nil {
+	if err := sm.m.consumer.Handle(ctx, q.msg); err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
 	delete(sm.inflight, k) // settled now, or before
@@ -206,26 +228,30 @@ func (sm *machine) handle(t *rapid.T, msg topology.AgentBillingDeduct) {
 
 // Deliver hands a message to the consumer, which acks it.
 func (sm *machine) Deliver(t *rapid.T) {
-	i, msg := sm.pick(t)
-	sm.handle(t, msg)
-	sm.note(msg.Username, "deliver %s", msg.DeductionID)
+	i, q := sm.pick(t)
+	sm.handle(t, q)
+	sm.note(q.msg.Username, "deliver %s", q)
 	sm.drop(i)
 }
 
 // DeliverTwice is a redelivery: the consumer handles it, and it stays queued.
 func (sm *machine) DeliverTwice(t *rapid.T) {
-	_, msg := sm.pick(t)
-	sm.handle(t, msg)
-	sm.note(msg.Username, "deliver twice %s", msg.DeductionID)
+	_, q := sm.pick(t)
+	sm.handle(t, q)
+	sm.note(q.msg.Username, "deliver twice %s", q)
 }
 
 // Crash is a consumer killed between the MySQL commit and the ack: the
 // message is redelivered later, Redis was not touched.
 func (sm *machine) Crash(t *rapid.T) {
-	_, msg := sm.pick(t)
+	_, q := sm.pick(t)
+	msg := q.msg
 	amount, _ := msg.Amount()
-	sm.note(msg.Username, "crash after committing %s", msg.DeductionID)
+	sm.note(msg.Username, "crash after committing %s", q)
 	d := store.Debit{Username: msg.Username, ID: msg.DeductionID, Amount: amount, Source: "consumer", Ref: msg.PendingRef, RequestHash: msg.RequestHash}
+	if q.messageID != "" {
+		d.ID, d.SelfSettled = "msg:"+q.messageID, true
+	}
 	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{d}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +259,14 @@ func (sm *machine) Crash(t *rapid.T) {
 
 // Lose drops a message for good.
 func (sm *machine) Lose(t *rapid.T) {
-	i, msg := sm.pick(t)
-	k := dkey{msg.Username, msg.DeductionID}
+	i, q := sm.pick(t)
 	sm.drop(i)
-	sm.note(k.user, "lose %s", k.id)
+	sm.note(q.msg.Username, "lose %s", q)
+	if q.messageID != "" {
+		sm.loseForeign(t, q)
+		return
+	}
+	k := dkey{q.msg.Username, q.msg.DeductionID}
 	sm.lost[k] = true
 	if sm.pendLost[k] && !sm.inLedger(t, k) {
 		sm.gone[k] = true // its pending record went with Redis
@@ -391,7 +421,7 @@ func (sm *machine) quiesce(t *rapid.T) {
 		if !redis.Equal(row.Balance) || !row.Balance.Equal(row.Sum) {
 			t.Fatalf("%s at quiescence: Redis %s, MySQL %s, ledger sum %s", u, redis, row.Balance, row.Sum)
 		}
-		if sm.losses == 0 && (!row.Adjust.IsZero() || !row.Shortfall.IsZero()) {
+		if sm.losses == 0 && sm.allowance[u].IsZero() && (!row.Adjust.IsZero() || !row.Shortfall.IsZero()) {
 			t.Fatalf("%s: adjustments %s and shortfall %s without any Redis loss", u, row.Adjust, row.Shortfall)
 		}
 		// Corrections are legitimate only where Redis and the ledger saw
@@ -411,6 +441,7 @@ func (sm *machine) quiesce(t *rapid.T) {
 				u, row.Adjust, allowed, strings.Join(lines, "\n"), strings.Join(sm.events[u], "\n"))
 		}
 	}
+	sm.checkForeign(t)
 	for k, want := range sm.reported {
 		var e store.LedgerEntry
 		err := sm.m.db.Where("username = ? AND kind = 'DEDUCT' AND entry_id = ?", k.user, k.id).Take(&e).Error

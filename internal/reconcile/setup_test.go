@@ -87,11 +87,17 @@ func (m *money) run(t *testing.T) reconcile.BalanceResult {
 }
 
 // newMoneySync returns a balance-sync that applies every pending entry (or
-// none) and compares every user at once.
+// none) and compares every user at once, with no deduction message in flight.
 func newMoneySync(m *money, applyPending bool) *reconcile.BalanceSync {
 	age := time.Hour
 	if applyPending {
 		age = -1
 	}
-	return reconcile.NewBalanceSync(m.db, m.r, reconcile.BalanceSyncConfig{PendingAge: age, Quiet: -1}, nil, discard)
+	return reconcile.NewBalanceSync(m.db, m.r, reconcile.BalanceSyncConfig{PendingAge: age, Quiet: -1, ConfirmDelay: -1}, &heldBack{}, nil, discard)
+}
+
+// newMoneySyncGated is newMoneySync(m, true) asking gate whether a
+// deduction message may still arrive.
+func newMoneySyncGated(m *money, gate reconcile.InFlight) *reconcile.BalanceSync {
+	return reconcile.NewBalanceSync(m.db, m.r, reconcile.BalanceSyncConfig{PendingAge: -1, Quiet: -1, ConfirmDelay: -1}, gate, nil, discard)
 }

@@ -15,7 +15,7 @@
 -- KEYS[3] agent:settled:{username}:D:{id}  set when this Redis settled the row
 -- KEYS[4] agent:deduction:{username}:{id}  the idempotency marker, set to the row's
 -- KEYS[5] agent:balance-entries:{username}  raised when the row's own record is cleared: the
---         settle that cleared it before was lost with the newer Redis
+--         settle that cleared it before was lost with the newer Redis (a missing count stays missing)
 -- ARGV[1] deduction id
 -- ARGV[2] the row's ref ("" unknown)
 -- ARGV[3] the row's marker value "deducted|ref|hash"
@@ -48,7 +48,7 @@ if own then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('SET', KEYS[3], 'cleared', 'EX', ttl)
   redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
-  redis.call('INCR', KEYS[5])
+  if redis.call('EXISTS', KEYS[5]) == 1 then redis.call('INCR', KEYS[5]) end
   return 'CLEARED'
 end
 

@@ -16,7 +16,8 @@
 -- KEYS[6] agent:deduction:{username}:{entryId}  for a deduction: its idempotency marker, set
 --         if missing (Redis lost it), so a client retrying the request is not charged again
 -- KEYS[7] agent:balance-entries:{username}  raised when the balance comes to reflect the entry
---         now (CLEARED, APPLIED); an initialisation counts what it read and what it applies
+--         now (CLEARED, APPLIED); an initialisation counts what it read and what it applies.
+--         A count that is missing stays missing (unknown: the balance was set by someone else)
 -- ARGV[1] kind: D (deduction) or C (credit)
 -- ARGV[2] entry id (for a deduction: the deduction id of the pending hash)
 -- ARGV[3] amount the ledger applied (positive decimal, 8 places)
@@ -45,7 +46,7 @@ if ARGV[1] == 'D' then
 end
 if ARGV[1] == 'D' and redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then
   redis.call('SET', KEYS[5], 'cleared', 'EX', ttl)
-  redis.call('INCR', KEYS[7])
+  if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('INCR', KEYS[7]) end
   return 'CLEARED'
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -89,5 +90,5 @@ end
 bal = string.format('%d.%08d', bw, bf)
 redis.call('SET', KEYS[1], bal)
 redis.call('SET', KEYS[5], 'applied', 'EX', ttl)
-redis.call('INCR', KEYS[7])
+if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('INCR', KEYS[7]) end
 return 'APPLIED|' .. bal .. '|' .. string.format('%d.%08d', uw, uf)

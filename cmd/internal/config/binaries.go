@@ -207,6 +207,10 @@ func loadReconcile(l *loader) ReconcileSection {
 			Quiet: l.Duration("BALANCE_SYNC_QUIET_PERIOD", reconcile.QuietDefault, time.Millisecond, 24*time.Hour,
 				"balance-sync compares only users without ledger entries this recent."),
 			Batch: l.Int("BALANCE_SYNC_BATCH", reconcile.BatchDefault, 1, 10000, "Users per SCAN batch, pipeline and SQL statement in balance-sync."),
+			ConfirmDelay: l.Duration("BALANCE_SYNC_CONFIRM_DELAY", reconcile.ConfirmDelayDefault, 0, time.Hour,
+				"How long a drift balance-sync would ADJUST waits, after which it asks again whether a billing message is queued, "+
+					"unacknowledged or dead (RABBITMQ_MANAGEMENT_URL) and reads the user again; longer than a producer takes to publish "+
+					"and than the broker's statistics lag (5 s). 0 asks once, with no wait."),
 		},
 		BackfillEnabled:   l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false, "Enable the backfill job for missed replications."),
 		BackfillBatchSize: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", 200, 1, 10000, "Replication tasks republished per backfill run."),
@@ -216,6 +220,9 @@ func loadReconcile(l *loader) ReconcileSection {
 		ReplayBatchSize: l.Int("OBJECT_REPLICATION_DLQ_REPLAY_BATCH_SIZE", 100, 1, 10000, "Dead messages replayed per run."),
 		ReplayInterval: l.Millis("OBJECT_REPLICATION_DLQ_REPLAY_INTERVAL_MS", 15*time.Second, 100*time.Millisecond, 24*time.Hour,
 			"DLQ replay interval in ms."),
+	}
+	if r.BalanceSync.ConfirmDelay == 0 {
+		r.BalanceSync.ConfirmDelay = -1 // set to 0: no wait (a zero field would take the default)
 	}
 	if r.BalanceSyncSchedule != "off" {
 		if _, err := reconcile.Parser.Parse(r.BalanceSyncSchedule); err != nil {

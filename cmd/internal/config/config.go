@@ -146,7 +146,8 @@ func loadAMQP(l *loader) AMQP {
 			"Confirm channels each process publishes on; each carries many publishes in flight (pipelined confirms)."),
 	}
 	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
-		"RabbitMQ management API, used by `islectl topology verify` to compare bindings; the RabbitMQ user's credentials are added.")
+		"RabbitMQ management API, used by `islectl topology verify` to compare bindings and by balance-sync to count billing messages "+
+			"queued or unacknowledged before it adjusts a balance; the RabbitMQ user's credentials are added.")
 	if mu, err := url.Parse(mgmt); err != nil || mu.Host == "" {
 		l.failf("RABBITMQ_MANAGEMENT_URL", mgmt, "not an absolute URL")
 	} else {

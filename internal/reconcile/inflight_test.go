@@ -1,0 +1,55 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// The fleet's gate sees a deduction message while it waits in the billing
+// queue (the broker's statistics catch up within seconds), and while a
+// dead one waits in the DLQ table to be replayed; with neither, nothing is
+// in flight.
+func TestBillingInFlightSeesQueuedAndDeadMessages(t *testing.T) {
+	t.Parallel()
+	conn, prefix := storetest.AMQP(t)
+	tp, err := topology.New(topology.Config{Prefix: prefix})
+	require.NoError(t, err)
+	require.NoError(t, tp.Declare(conn))
+	db := storetest.MySQL(t)
+	admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
+	require.NoError(t, err)
+	gate, err := reconcile.NewBillingInFlight(tp, admin, dlq.NewStore(db, tp))
+	require.NoError(t, err)
+	ctx := context.Background()
+	why := func() string {
+		w, err := gate.DeductionsInFlight(ctx)
+		require.NoError(t, err)
+		return w
+	}
+	require.Empty(t, why())
+
+	d, _ := tp.Domain(topology.DomainAgentBilling)
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	require.NoError(t, ch.PublishWithContext(ctx, d.Exchange, d.RoutingKey, false, false, amqp.Publishing{Body: []byte(`{"username":"u","amountFen":"1"}`)}))
+	require.Eventually(t, func() bool { return why() != "" }, 20*time.Second, 250*time.Millisecond, "a queued message is seen")
+	require.Contains(t, why(), d.Queue)
+	_, err = ch.QueuePurge(d.Queue, false)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return why() == "" }, 20*time.Second, 250*time.Millisecond, "an empty queue is seen")
+
+	_, err = store.SaveDeadLetter(ctx, db, d.DLQTable, &store.DeadLetter{DedupKey: "k1", Queue: d.DLQ, MessageID: "m1", Subject: "u", Body: []byte(`{}`), Headers: "{}", DeadAt: time.Now()})
+	require.NoError(t, err)
+	require.Contains(t, why(), "DLQ")
+}
