@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
@@ -37,7 +38,9 @@ type billingFleet struct {
 	token string
 }
 
-func newBillingFleet(t *testing.T, users map[string]string) *billingFleet {
+// newBillingFleet starts the api of a fleet with users (name: opening
+// balance); apiEnv, if given, edits the api's environment only.
+func newBillingFleet(t *testing.T, users map[string]string, apiEnv ...func(fleetEnv)) *billingFleet {
 	t.Helper()
 	dsn := storetest.MySQLDSN(t)
 	e := newFleetEnv(t, dsn)
@@ -61,7 +64,11 @@ func newBillingFleet(t *testing.T, users map[string]string) *billingFleet {
 	conn, err := amqp.Dial(storetest.AMQPURL())
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	api := start(t, e, "api")
+	ae := maps.Clone(e)
+	for _, edit := range apiEnv {
+		edit(ae)
+	}
+	api := start(t, ae, "api")
 	line := api.waitFor(t, 30*time.Second, "api started")
 	tok, code := islectl(t, e, "token", "-user", "agent-gateway", "-role", "service")
 	require.Zero(t, code, tok)
@@ -166,7 +173,7 @@ func TestBillingEndToEnd(t *testing.T) {
 		return len(n) == 0
 	}, 30*time.Second, 100*time.Millisecond, "pending deductions left")
 	out := f.reconcileOnce(t, "balance-sync")
-	require.Regexp(t, `^balance-sync: users scanned 50, pending applied 0, pending cleared 0, refunded 0, settled 0, drift found 0, adjustments 0, rebuilt 0, deferred 0, busy \d+, late cleaned 0, unreadable 0, errors 0\n$`, out)
+	require.Regexp(t, `^balance-sync: users scanned 50, pending applied 0, pending cleared 0, refunded 0, usage counted 0, settled 0, drift found 0, adjustments 0, rebuilt 0, deferred 0, busy \d+, late cleaned 0, unreadable 0, errors 0\n$`, out)
 
 	total := decimal.Zero
 	for u, want := range deducted {

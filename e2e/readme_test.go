@@ -49,7 +49,7 @@ func TestREADMEExamples(t *testing.T) {
 		`"openapi":"3.0.3"`,
 		`isle_http_requests_total{method="GET",route="/healthz",status="200"}`,
 		"pricing of gpt-demo set",
-		`{"requestId":"demo-1","costFen":"4.80000000","costMicroFen":480000000,"deductedFen":"4.80000000","balanceFen":"95.20000000","replayed":false}`,
+		`{"requestId":"demo-1","costFen":"4.80000000","costMicroFen":480000000,"deductedFen":"4.80000000","balanceFen":"95.20000000","replayed":false,"ledger":"queued"}`,
 		`{"username":"alice","balanceFen":"95.20000000","pendingFen":"4.80000000"}`,
 	} {
 		require.Contains(t, got, want)

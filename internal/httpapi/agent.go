@@ -63,7 +63,10 @@ func (u usageRequest) validate() error {
 
 // agentUsage charges one model call to a user (SPEC 4.3): it prices the
 // tokens, takes the cost from the hot balance (the request id deducts once),
-// and publishes the deduction and the usage before it answers.
+// and publishes the usage and the deduction before it answers. A charge is
+// answered 200 once the hot balance took it: "ledger" says whether its
+// messages went out or balance-sync will write it (the broker could not
+// take them); a 5xx means nothing was charged.
 func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	var req usageRequest
 	if err := DecodeJSON(r, &req); err != nil {
@@ -89,23 +92,25 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return Unavailable("charge", err)
 	}
-	if ch.Deducted.IsPositive() {
-		deduct := topology.AgentBillingDeduct{
-			DeductionID: req.RequestID, Username: req.Username, AmountFen: ch.Deducted.StringFixed(store.MoneyScale),
-			ModelName: req.ModelName, InputTokens: int32(req.InputTokens), OutputTokens: int32(req.OutputTokens),
-			PendingRef: ch.Ref, RequestHash: ch.RequestHash,
-		}
-		if err := s.Publish(r, deduct, messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID}); err != nil {
-			return err // the deduction stays pending: the reconciler applies it, or this request's retry republishes it
-		}
-	}
 	usage := topology.AgentUsageStats{
 		RequestID: req.Username + ":" + req.RequestID, ModelName: req.ModelName, InputTokens: int32(req.InputTokens),
 		CachedTokens: int32(req.CachedTokens), OutputTokens: int32(req.OutputTokens), ReasoningTokens: int32(req.ReasoningTokens),
 		CostMicroFen: ch.CostMicroFen,
 	}
-	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
-		return err
+	ledger := LedgerQueued
+	if !ch.Deducted.IsPositive() {
+		// Nothing was charged: a failure is the client's to retry.
+		if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
+			return err
+		}
+	} else if err := s.publishCharge(r, req, ch, usage); err != nil {
+		// The charge stands: the hot balance took it and its pending record
+		// keeps it, with the request's usage, for balance-sync, which writes
+		// both when the record is older than BALANCE_SYNC_PENDING_AGE. The
+		// answer says so rather than claim a failure it did not have.
+		ledger = LedgerDeferred
+		s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and balance-sync will apply it",
+			"request_id", RequestID(r.Context()), "user", req.Username, "deduction", req.RequestID, "err", err)
 	}
 	return JSON(w, http.StatusOK, chargeAnswer{
 		RequestID:    req.RequestID,
@@ -114,7 +119,29 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		DeductedFen:  ch.Deducted.StringFixed(store.MoneyScale),
 		BalanceFen:   ch.Balance.StringFixed(store.MoneyScale),
 		Replayed:     ch.Replayed,
+		Ledger:       ledger,
 	})
+}
+
+// Where a charge's deduction is on its way to the ledger.
+const (
+	LedgerQueued   = "queued"   // its messages are with the broker; a worker writes it
+	LedgerDeferred = "deferred" // the broker could not take them; balance-sync writes it
+)
+
+// publishCharge publishes a charge's usage, then its deduction. The usage
+// goes first: once the deduction is applied its pending record is gone,
+// and with it the copy of the usage balance-sync would count.
+func (s *Server) publishCharge(r *http.Request, req usageRequest, ch billing.Charge, usage topology.AgentUsageStats) error {
+	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
+		return err
+	}
+	deduct := topology.AgentBillingDeduct{
+		DeductionID: req.RequestID, Username: req.Username, AmountFen: ch.Deducted.StringFixed(store.MoneyScale),
+		ModelName: req.ModelName, InputTokens: int32(req.InputTokens), OutputTokens: int32(req.OutputTokens),
+		PendingRef: ch.Ref, RequestHash: ch.RequestHash,
+	}
+	return s.Publish(r, deduct, messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID})
 }
 
 type chargeAnswer struct {
@@ -124,6 +151,7 @@ type chargeAnswer struct {
 	DeductedFen  string `json:"deductedFen"`
 	BalanceFen   string `json:"balanceFen"`
 	Replayed     bool   `json:"replayed"`
+	Ledger       string `json:"ledger"`
 }
 
 type balanceAnswer struct {

@@ -29,7 +29,7 @@ func TestAgentUsageAndBalance(t *testing.T) {
 	status, out := usage(`{"requestId":"a1","username":"alice","modelName":"m","inputTokens":3}`)
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	require.Equal(t, map[string]any{"requestId": "a1", "costFen": "3.00000000", "costMicroFen": float64(300000000),
-		"deductedFen": "3.00000000", "balanceFen": "2.00000000", "replayed": false}, out)
+		"deductedFen": "3.00000000", "balanceFen": "2.00000000", "replayed": false, "ledger": "queued"}, out)
 	status, out = usage(`{"requestId":"a2","username":"alice","modelName":"m","inputTokens":9}`)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "2.00000000", out["deductedFen"], "cap at zero")

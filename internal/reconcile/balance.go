@@ -83,6 +83,7 @@ type BalanceResult struct {
 	PendingApplied int // pending deductions this run wrote to the ledger
 	PendingCleared int // pending deductions already in the ledger, cleared
 	Refunded       int // second charges of a request id (taken after Redis forgot the first) given back
+	UsageCounted   int // usage of pending deductions counted here (their usage message was never sent)
 	Settled        int // ledger entries whose Redis side this run finished
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
@@ -105,7 +106,7 @@ type counter struct {
 func (r BalanceResult) items() []counter {
 	return []counter{
 		{"users_scanned", "users scanned", r.UsersScanned}, {"pending_applied", "pending applied", r.PendingApplied},
-		{"pending_cleared", "pending cleared", r.PendingCleared}, {"refunded", "refunded", r.Refunded}, {"settled", "settled", r.Settled},
+		{"pending_cleared", "pending cleared", r.PendingCleared}, {"refunded", "refunded", r.Refunded}, {"usage_counted", "usage counted", r.UsageCounted}, {"settled", "settled", r.Settled},
 		{"drift_found", "drift found", r.DriftFound}, {"adjustments", "adjustments", r.Adjustments}, {"rebuilt", "rebuilt", r.Rebuilt}, {"deferred", "deferred", r.Deferred},
 		{"busy", "busy", r.Busy}, {"late_cleaned", "late cleaned", r.LateCleaned}, {"unreadable", "unreadable", r.Unreadable},
 		{"errors", "errors", r.Errors},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/topology"
 )
 
 // applyPending applies the pending deductions older than PendingAge.
@@ -20,12 +21,21 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 			j.unreadable(res, user, err)
 		}
 		var debits []store.Debit
+		var usage []store.Usage
 		for user, entries := range pending {
 			for _, e := range entries {
 				if e.At.Before(cutoff) {
 					debits = append(debits, pendingDebit(user, e))
+					if u := e.Usage; u != nil {
+						usage = append(usage, pendingUsage(user, e))
+					}
 				}
 			}
+		}
+		// The usage first, as the API publishes it: once a deduction is
+		// applied, its record and the copy of the usage in it are gone.
+		if err := j.countUsage(ctx, usage, res); err != nil {
+			return err
 		}
 		for start := 0; start < len(debits); start += debitChunk {
 			if err := j.applyDebits(ctx, debits[start:min(start+debitChunk, len(debits))], res); err != nil {
@@ -34,6 +44,38 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 		}
 		return nil
 	})
+}
+
+// pendingUsage is the usage a pending record carries, counted under the id
+// the API's usage message has, on the day of the request.
+func pendingUsage(user string, e store.PendingDeduction) store.Usage {
+	u := e.Usage
+	return store.Usage{RequestID: user + ":" + e.ID, Model: u.Model, Day: e.At.In(topology.UTC8), InputTokens: u.Input,
+		CachedTokens: u.Cached, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, CostMicroFen: u.CostMF}
+}
+
+// countUsage counts the usage of pending deductions whose message may never
+// have been sent (the API could not publish it); one the usage consumer
+// counted already is not counted again.
+func (j *BalanceSync) countUsage(ctx context.Context, usage []store.Usage, res *BalanceResult) error {
+	if len(usage) == 0 {
+		return nil
+	}
+	counted, err := store.ApplyUsage(ctx, j.db, usage)
+	if err != nil {
+		return err
+	}
+	var now []store.Usage
+	for i, c := range counted {
+		if c {
+			now = append(now, usage[i])
+		}
+	}
+	if len(now) == 0 {
+		return nil
+	}
+	res.UsageCounted += len(now)
+	return j.rdb.IncrUsage(ctx, now)
 }
 
 // pendingDebit is the ledger debit of a pending record.
