@@ -1,6 +1,6 @@
 // Command worker runs Isle's consumers (SPEC section 1): the main consumer of
-// each domain whose handler this build has (agent billing and usage stats so
-// far), and every domain's DLQ consumer, which persists dead messages.
+// each domain that has a handler (agent billing, usage stats), and every
+// domain's DLQ consumer, which persists dead messages.
 //
 //	worker [-handlers all|dlq|agent-billing,agent-usage-stats,email-dlq,...]
 //

@@ -72,7 +72,7 @@ func (b *batchers) close() {
 	b.usage.Close()
 }
 
-// routes returns every route this build can run, by handler name: the main
+// routes returns every route the worker can run, by handler name: the main
 // consumer of each domain whose handler exists, and each domain's DLQ
 // consumer ("<domain>-dlq").
 func routes(deps *app.Deps, flow *messaging.Flow, b *batchers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
@@ -117,7 +117,7 @@ func selectRoutes(available map[string]messaging.Route, spec string) ([]messagin
 			}
 		default:
 			if _, ok := available[want]; !ok {
-				return nil, fmt.Errorf("-handlers: no handler %q in this build; available: all, dlq, %s", want, strings.Join(names, ", "))
+				return nil, fmt.Errorf("-handlers: no handler %q; available: all, dlq, %s", want, strings.Join(names, ", "))
 			}
 			picked = append(picked, want)
 		}

@@ -25,7 +25,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// requestLines returns the "http request" lines logged so far, by request id.
+// requestLines returns the "http request" lines logged until now, by request id.
 func (b *logBuffer) requestLines(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	b.mu.Lock()

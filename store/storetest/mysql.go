@@ -63,7 +63,7 @@ func MySQL(t testing.TB) *gorm.DB {
 	return db
 }
 
-// template returns the name of a database migrated to this build's schema,
+// template returns the name of a database migrated to the embedded schema,
 // creating it if needed. Its name carries a hash of the migrations, so a
 // changed schema gets a new template; concurrent test binaries wait for each
 // other on an advisory lock.
