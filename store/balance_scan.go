@@ -104,16 +104,18 @@ func (r *Redis) ResetBalance(ctx context.Context, username string, h HotBalance)
 // CleanLate removes, for users whose balance is missing, the late entries
 // older than age: any later initialisation reads a MySQL that has them.
 // A balance that exists keeps its late hash (its initialisation consumed
-// what it needed). It returns how many entries it removed. It reads all
-// users in one pipeline and removes in a second, so a batch costs two round
-// trips whatever its size.
-func (r *Redis) CleanLate(ctx context.Context, users []string, age time.Duration, now time.Time) (int, error) {
+// what it needed). It returns how many entries it removed, and apart the
+// users whose keys Redis refused to read (a key of the wrong type): they are
+// skipped. It reads all users in one pipeline and removes in a second, so a
+// batch costs two round trips whatever its size.
+func (r *Redis) CleanLate(ctx context.Context, users []string, age time.Duration, now time.Time) (int, map[string]error, error) {
 	c := r.Client(keys.DBAgentBilling)
-	old, err := r.oldLateEntries(ctx, c, users, age, now)
+	old, bad, err := r.oldLateEntries(ctx, c, users, age, now)
 	if err != nil || len(old) == 0 {
-		return 0, err
+		return 0, bad, err
 	}
-	return r.dropLateEntries(ctx, c, old)
+	n, err := r.dropLateEntries(ctx, c, old)
+	return n, bad, err
 }
 
 // lateFields are the fields of one user's late hash to remove.
@@ -123,11 +125,13 @@ type lateFields struct {
 }
 
 // oldLateEntries returns, in the order of users, the late entries older than
-// age of the users whose balance is missing.
-func (r *Redis) oldLateEntries(ctx context.Context, c *redis.Client, users []string, age time.Duration, now time.Time) ([]lateFields, error) {
+// age of the users whose balance is missing, and the users whose keys Redis
+// answered with an error of its own (redis.Error: the key, not the
+// connection, is at fault).
+func (r *Redis) oldLateEntries(ctx context.Context, c *redis.Client, users []string, age time.Duration, now time.Time) ([]lateFields, map[string]error, error) {
 	exists := make([]*redis.IntCmd, len(users))
 	late := make([]*redis.MapStringStringCmd, len(users))
-	_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
 			exists[i] = p.Exists(ctx, r.keys.AgentBalance(u))
 			late[i] = p.HGetAll(ctx, r.keys.AgentBalanceLate(u))
@@ -135,25 +139,25 @@ func (r *Redis) oldLateEntries(ctx context.Context, c *redis.Client, users []str
 		return nil
 	})
 	var old []lateFields
+	bad := make(map[string]error)
 	for i, u := range users {
 		// Each command carries its own error, so the message can name its user.
-		if err := exists[i].Err(); err != nil {
-			return nil, fmt.Errorf("store: clean late entries of %s: %w", u, err)
-		}
-		if err := late[i].Err(); err != nil {
-			return nil, fmt.Errorf("store: clean late entries of %s: %w", u, err)
-		}
-		if exists[i].Val() == 1 {
+		err := errors.Join(exists[i].Err(), late[i].Err())
+		var rerr redis.Error
+		switch {
+		case errors.As(err, &rerr):
+			bad[u] = fmt.Errorf("store: clean late entries of %s: %w", u, err)
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("store: clean late entries of %s: %w", u, err)
+		case exists[i].Val() == 1:
 			continue
 		}
 		if fields := olderThan(late[i].Val(), age, now); len(fields) > 0 {
 			old = append(old, lateFields{user: u, fields: fields})
 		}
 	}
-	if perr != nil {
-		return nil, fmt.Errorf("store: clean late entries: %w", perr)
-	}
-	return old, nil
+	return old, bad, nil
 }
 
 // olderThan returns the fields of a late hash whose entry ("...|ms") was

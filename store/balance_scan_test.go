@@ -29,7 +29,8 @@ func TestCleanLateRemovesOldEntriesOfMissingBalances(t *testing.T) {
 	// other: no balance, only an old entry.
 	require.NoError(t, c.HSet(ctx, kb.AgentBalanceLate("other"), "a", old).Err())
 
-	n, err := r.CleanLate(ctx, []string{"kept", "gone", "other", "nobody"}, time.Hour, now)
+	n, bad, err := r.CleanLate(ctx, []string{"kept", "gone", "other", "nobody"}, time.Hour, now)
+	require.Empty(t, bad)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	for user, want := range map[string][]string{"kept": {"a"}, "gone": {"b"}, "other": nil} {
@@ -38,7 +39,7 @@ func TestCleanLateRemovesOldEntriesOfMissingBalances(t *testing.T) {
 		require.ElementsMatch(t, want, fields, user)
 	}
 
-	n, err = r.CleanLate(ctx, []string{"kept", "gone", "other"}, time.Hour, now)
+	n, _, err = r.CleanLate(ctx, []string{"kept", "gone", "other"}, time.Hour, now)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing old is left")
 }

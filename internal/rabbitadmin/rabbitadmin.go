@@ -7,6 +7,7 @@ package rabbitadmin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -123,16 +124,29 @@ func (c *Client) Snapshot(ctx context.Context) (topology.Live, error) {
 // delivered but not acknowledged yet. The broker refreshes these figures
 // every few seconds (collect_statistics_interval, 5 s by default).
 type QueueDepth struct {
-	Ready   int `json:"messages_ready"`
-	Unacked int `json:"messages_unacknowledged"`
+	Ready   int
+	Unacked int
 }
 
 // Messages is every message the queue holds.
 func (d QueueDepth) Messages() int { return d.Ready + d.Unacked }
 
+// ErrNoStatistics is returned by Depth for a queue the broker has not
+// counted: just declared, just after a restart, or with the management
+// metrics collector disabled. Its depth is unknown, not zero.
+var ErrNoStatistics = errors.New("rabbitadmin: the broker has no message counts for the queue (yet)")
+
 // Depth reads one queue's depth.
 func (c *Client) Depth(ctx context.Context, queue string) (QueueDepth, error) {
-	var d QueueDepth
-	err := c.getPath(ctx, "queues/"+url.PathEscape(c.vhost)+"/"+url.PathEscape(queue), &d)
-	return d, err
+	var q struct {
+		Ready   *int `json:"messages_ready"`
+		Unacked *int `json:"messages_unacknowledged"`
+	}
+	if err := c.getPath(ctx, "queues/"+url.PathEscape(c.vhost)+"/"+url.PathEscape(queue), &q); err != nil {
+		return QueueDepth{}, err
+	}
+	if q.Ready == nil || q.Unacked == nil {
+		return QueueDepth{}, fmt.Errorf("%w: %s", ErrNoStatistics, queue)
+	}
+	return QueueDepth{Ready: *q.Ready, Unacked: *q.Unacked}, nil
 }

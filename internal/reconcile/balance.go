@@ -162,8 +162,11 @@ func (j *BalanceSync) unreadable(res *BalanceResult, user string, err error) {
 // cleanLate drops the late entries of balances still missing.
 func (j *BalanceSync) cleanLate(ctx context.Context, res *BalanceResult) error {
 	return j.rdb.ScanUsers(ctx, keys.AgentBalanceLate, j.cfg.Batch, func(users []string) error {
-		n, err := j.rdb.CleanLate(ctx, users, lateAge, j.now())
+		n, bad, err := j.rdb.CleanLate(ctx, users, lateAge, j.now())
 		res.LateCleaned += n
+		for user, err := range bad {
+			j.unreadable(res, user, err)
+		}
 		return err
 	})
 }

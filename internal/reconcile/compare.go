@@ -211,7 +211,11 @@ func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.H
 		return nil
 	}
 	if _, err := store.EnsureBalance(ctx, j.db, j.rdb, row.Username); err != nil {
-		return err // the balance stays missing: the next request initialises it
+		// The balance stays missing (the next request initialises it);
+		// this user's failure is not the others'.
+		res.Errors++
+		j.log.Error("hot balance dropped to be rebuilt, but not initialised again", "user", row.Username, "why", why, "err", err)
+		return nil
 	}
 	res.Rebuilt++
 	j.log.Warn("hot balance rebuilt from MySQL", "user", row.Username, "why", why, "redis_was", h.Balance, "mysql", row.BalanceFen)

@@ -15,13 +15,15 @@ type QueueDepths interface {
 }
 
 // BillingInFlight is the InFlight gate of a fleet: a deduction message may
-// still arrive while the agent-billing main or retry queue holds messages
-// (ready, or delivered and not acknowledged: the broker's management API
-// counts both, where an AMQP passive declare sees only the ready ones, and
-// a busy worker can hold thousands in its prefetch), or while the domain's
-// DLQ table holds messages not replayed (a replay brings them back). It
-// cannot tell which users those messages are for, so while any is there,
-// no user is adjusted.
+// still arrive while the agent-billing main, retry or DLQ queue holds
+// messages (ready, or delivered and not acknowledged: the broker's
+// management API counts both, where an AMQP passive declare sees only the
+// ready ones, and a busy worker can hold thousands in its prefetch; a dead
+// message waits in the DLQ queue until the DLQ consumer stores it), or
+// while the domain's DLQ table holds messages not replayed (a replay brings
+// them back). It cannot tell which users those messages are for, so while
+// any is there, no user is adjusted. A queue the broker has not counted is
+// an error: its depth is unknown.
 type BillingInFlight struct {
 	queues []string
 	depths QueueDepths
@@ -34,7 +36,7 @@ func NewBillingInFlight(tp *topology.Topology, depths QueueDepths, dead *dlq.Sto
 	if !ok {
 		return nil, fmt.Errorf("reconcile: the topology has no %s domain", topology.DomainAgentBilling)
 	}
-	return &BillingInFlight{queues: []string{d.Queue, d.RetryQueue}, depths: depths, dead: dead}, nil
+	return &BillingInFlight{queues: []string{d.Queue, d.RetryQueue, d.DLQ}, depths: depths, dead: dead}, nil
 }
 
 // DeductionsInFlight implements InFlight.

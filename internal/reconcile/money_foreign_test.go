@@ -60,6 +60,7 @@ func (sm *machine) ForeignDeduct(t *rapid.T) {
 	took := run()
 	if took == "-1" {
 		sm.springInit(t, u)
+		sm.springInits++
 		sm.note(u, "spring initialised the balance")
 		took = run()
 	}

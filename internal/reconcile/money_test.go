@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -38,7 +40,19 @@ func TestMoneyInvariantsUnderFaults(t *testing.T) {
 	require.NoError(t, store.SetPricing(ctx, m.db, m.r, store.Pricing{Model: "m", Input: dec("1234567.89"), Enabled: true}))
 	var world atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		sm := newMachine(rt, m, world.Add(1))
+		// Each run has a Redis of its own (a key prefix): balance-sync scans,
+		// losses and snapshots of one run never meet another run's users,
+		// so a failure shrinks to its own steps.
+		r, err := store.OpenRedis(store.RedisConfig{Addr: storetest.RedisAddr(), KeyPrefix: storetest.Unique("isletest:") + ":"})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer func() {
+			storetest.Wipe(rt, r)
+			r.Close()
+		}()
+		w := &money{db: m.db, r: r, svc: billing.New(m.db, r), consumer: handlers.NewBillingDeduct(directLedger{m.db}, r, discard)}
+		sm := newMachine(rt, w, world.Add(1))
 		rt.Repeat(rapid.StateMachineActions(sm))
 		sm.quiesce(rt)
 	})
@@ -47,24 +61,25 @@ func TestMoneyInvariantsUnderFaults(t *testing.T) {
 type dkey struct{ user, id string }
 
 type machine struct {
-	m         *money
-	users     []string
-	opening   map[string]decimal.Decimal
-	recharged map[string]decimal.Decimal
-	queue     []queued
-	foreign   map[string]foreignCharge   // by message id: deductions a Spring producer took
-	reported  map[dkey][]decimal.Decimal // what the client was told was deducted (twice only once Redis may have forgotten)
-	ids       []dkey
-	mayForget map[dkey]bool // Redis may have forgotten the last charge (a loss, a restore, its marker gone) since it was taken
-	pendLost  map[dkey]bool // the last charge's pending record went with Redis
-	charged   map[dkey]int  // the step of the last charge
-	lost      map[dkey]bool
-	gone      map[dkey]bool // message and pending record both destroyed
-	losses    int           // Redis losses and restores
-	next      int
-	step      int
-	snap      *storetest.Snapshot
-	snapStep  int
+	m           *money
+	users       []string
+	opening     map[string]decimal.Decimal
+	recharged   map[string]decimal.Decimal
+	queue       []queued
+	foreign     map[string]foreignCharge   // by message id: deductions a Spring producer took
+	springInits int                        // balances a Spring producer initialised (no entry count)
+	reported    map[dkey][]decimal.Decimal // what the client was told was deducted (twice only once Redis may have forgotten)
+	ids         []dkey
+	mayForget   map[dkey]bool // Redis may have forgotten the last charge (a loss, a restore, its marker gone) since it was taken
+	pendLost    map[dkey]bool // the last charge's pending record went with Redis
+	charged     map[dkey]int  // the step of the last charge
+	lost        map[dkey]bool
+	gone        map[dkey]bool // message and pending record both destroyed
+	losses      int           // Redis losses and restores
+	next        int
+	step        int
+	snap        *storetest.Snapshot
+	snapStep    int
 	// allowance bounds the corrections a user may see: the amounts of
 	// retries taken again after a Redis loss, and what deductions in flight
 	// at one could not take from the balance they landed on.
@@ -72,6 +87,15 @@ type machine struct {
 	inflight  map[dkey]bool // deductions in flight at a Redis loss, not yet settled
 	tokens    map[dkey]int  // each request's body: a retry sends the same
 	events    map[string][]string
+}
+
+// allEvents is every user's events, for a failure's message.
+func (sm *machine) allEvents() string {
+	var b strings.Builder
+	for _, u := range sm.users {
+		fmt.Fprintf(&b, "%s:\n  %s\n", u, strings.Join(sm.events[u], "\n  "))
+	}
+	return b.String()
 }
 
 func (sm *machine) note(user, format string, a ...any) {
@@ -367,6 +391,15 @@ func (sm *machine) Reconcile(t *rapid.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := res.(reconcile.BalanceResult)
+	if r.Errors > 0 || r.Unreadable > 0 {
+		t.Fatalf("balance-sync: %s\nevents:\n%s", r, sm.allEvents())
+	}
+	if r.Rebuilt > 0 && sm.losses == 0 && sm.springInits == 0 {
+		// Redis and MySQL count the same entries unless Redis lost or
+		// went back, or someone else initialised a balance.
+		t.Fatalf("balance-sync rebuilt a hot balance without a Redis loss: %s\nevents:\n%s", r, sm.allEvents())
+	}
 	for _, k := range committed {
 		delete(sm.inflight, k)
 	}
@@ -420,6 +453,17 @@ func (sm *machine) quiesce(t *rapid.T) {
 		}
 		if !redis.Equal(row.Balance) || !row.Balance.Equal(row.Sum) {
 			t.Fatalf("%s at quiescence: Redis %s, MySQL %s, ledger sum %s", u, redis, row.Balance, row.Sum)
+		}
+		hot, err := sm.m.r.HotBalances(ctx, []string{u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acct, err := store.GetUser(ctx, sm.m.db, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := hot[u]; !h.EntriesKnown || h.Entries != acct.HotEntries {
+			t.Fatalf("%s at quiescence: Redis reflects %d entries (known %t), MySQL holds %d", u, h.Entries, h.EntriesKnown, acct.HotEntries)
 		}
 		if sm.losses == 0 && sm.allowance[u].IsZero() && (!row.Adjust.IsZero() || !row.Shortfall.IsZero()) {
 			t.Fatalf("%s: adjustments %s and shortfall %s without any Redis loss", u, row.Adjust, row.Shortfall)

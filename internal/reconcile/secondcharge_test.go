@@ -153,3 +153,30 @@ func TestReconcilerRowsHaveModelAndTokens(t *testing.T) {
 	require.EqualValues(t, 7, in)
 	require.Equal(t, "6.00000000", m.mysqlBalance(t, "finn").StringFixed(8), "charged once each")
 }
+
+// A ledger row written before refs existed (or by a worker of an older
+// build) has none. A pending record that has one was drawn by a charge
+// made after refs existed: never the row's own. With the markers gone, a
+// retry of such an id is a second charge and is refunded — not cleared
+// and counted, which kept the money and left Redis counting one entry more
+// than MySQL, so balance-sync refused to touch the user again.
+func TestSecondChargeOfARowWithoutARefIsRefunded(t *testing.T) {
+	t.Parallel()
+	m := newMoney(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, m.db, "ida", "", dec("10"))
+	require.NoError(t, err)
+	_, first := m.charge(t, "ida", "r1", 3)
+	first.PendingRef, first.RequestHash = "", "" // as an API of an older build published it
+	require.NoError(t, m.consumer.Handle(ctx, first))
+	require.Equal(t, "7.00000000", m.hot(t, "ida"))
+
+	m.forget(t, "ida", "r1")
+	_, second := m.charge(t, "ida", "r1", 3)
+	require.Equal(t, "4.00000000", m.hot(t, "ida"))
+	require.NoError(t, m.consumer.Handle(ctx, second))
+	require.Equal(t, "7.00000000", m.hot(t, "ida"), "refunded")
+	res := m.run(t)
+	require.Zero(t, res.Errors)
+	require.Zero(t, res.DriftFound)
+}

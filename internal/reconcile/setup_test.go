@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -19,7 +20,14 @@ import (
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+// discard is the jobs' logger: silent, or errors on stderr with
+// ISLE_TEST_LOG=1 (to see why a property-test run failed).
+var discard = func() *slog.Logger {
+	if os.Getenv("ISLE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}()
 
 // money is the billing path without HTTP and without a broker: the API's
 // service, the real consumer handler, and the reconciler.

@@ -76,3 +76,28 @@ func TestCompareRoundsRedisToEightPlaces(t *testing.T) {
 	require.NoError(t, m.db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE kind = 'ADJUST'").Scan(&rows).Error)
 	require.Zero(t, rows)
 }
+
+// One user whose rebuild fails (here its initialisation meets a key of the
+// wrong type) is counted as an error; the others are still rebuilt.
+func TestOneFailedRebuildDoesNotStopTheOthers(t *testing.T) {
+	t.Parallel()
+	m := newMoney(t)
+	ctx := context.Background()
+	rc := m.r.Client(keys.DBAgentBilling)
+	for _, u := range []string{"broken", "fine"} {
+		_, err := store.CreateUser(ctx, m.db, u, "", dec("10"))
+		require.NoError(t, err)
+		// A balance a Spring producer initialised: no entry count, so it is rebuilt.
+		require.NoError(t, rc.Set(ctx, m.r.Keys().AgentBalance(u), "10.00000000", 0).Err())
+	}
+	require.NoError(t, rc.Set(ctx, m.r.Keys().AgentBalanceLate("broken"), "not a hash", 0).Err())
+
+	res, err := m.sync.RunOnce(ctx)
+	require.NoError(t, err)
+	r := res.(interface{ Count(string) int })
+	require.Equal(t, 1, r.Count("errors"), "broken")
+	require.Equal(t, 1, r.Count("rebuilt"), "fine")
+	h, err := m.r.HotBalances(ctx, []string{"fine"})
+	require.NoError(t, err)
+	require.True(t, h["fine"].EntriesKnown, "fine was rebuilt")
+}

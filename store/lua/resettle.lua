@@ -7,8 +7,10 @@
 -- deduction taken, so the record is cleared. A record with another ref is a
 -- second charge of the id, taken after Redis forgot the first one's marker
 -- (its expiry, a loss, a snapshot older than the first charge): it is
--- refunded. A record of an older build has no ref: it is refunded if this
--- Redis settled the row (the record came after), cleared otherwise.
+-- refunded; so is a record with a ref met by a row without one (written
+-- before refs existed: the record came later). A record of an older build
+-- has no ref: it is refunded if this Redis settled the row (the record came
+-- after), cleared otherwise.
 --
 -- KEYS[1] agent:balance:{username}
 -- KEYS[2] agent:pending:{username}
@@ -40,6 +42,10 @@ local amount, ref = string.match(rec, '^([^|]*)|[^|]*|?([^|]*)')
 local own
 if ref ~= '' and ARGV[2] ~= '' then
   own = ref == ARGV[2]
+elseif ref ~= '' then
+  -- The row has no ref (written before refs existed): a record that has
+  -- one was drawn after it, by another charge.
+  own = false
 else
   own = redis.call('EXISTS', KEYS[3]) == 0
 end
