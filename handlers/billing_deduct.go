@@ -98,6 +98,10 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 	if err != nil {
 		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", id, err)
 	}
+	if settled[0].Outcome == store.SettleRefunded {
+		h.log.WarnContext(ctx, "request id charged again after Redis forgot it; the second charge is refunded",
+			"user", m.Username, "deduction", id, "refunded", settled[0].Refunded)
+	}
 	if settled[0].Uncovered.IsPositive() {
 		h.log.WarnContext(ctx, "deduction landed after a Redis loss on a balance already spent; the part it could not take is forgiven (balance-sync records an ADJUST)",
 			"user", m.Username, "deduction", id, "uncovered", settled[0].Uncovered)

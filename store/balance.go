@@ -194,6 +194,7 @@ const (
 	SettleLate     = "LATE"     // the balance is missing: kept for its initialisation
 	SettleIncluded = "INCLUDED" // the last initialisation read it
 	SettleApplied  = "APPLIED"  // applied to the balance now
+	SettleRefunded = "REFUNDED" // reflected already; a later charge of the id (a second charge) refunded
 )
 
 // Entry kinds of Settle.
@@ -235,6 +236,8 @@ type SettleResult struct {
 	// user spends it before they land, the difference is forgiven, and
 	// balance-sync records it as an ADJUST row.
 	Uncovered decimal.Decimal
+	// Refunded is, for SettleRefunded, the second charge given back.
+	Refunded decimal.Decimal
 }
 
 // Settle runs settle.lua for each entry in one pipeline and returns each
@@ -292,10 +295,14 @@ func settleResults(entries []SettleEntry, cmds []*redis.Cmd) ([]SettleResult, er
 		}
 		parts := strings.Split(res, "|")
 		out[i].Outcome = parts[0]
-		if len(parts) == 3 {
-			if out[i].Uncovered, err = decimal.NewFromString(parts[2]); err != nil {
-				out[i] = SettleResult{Err: fmt.Errorf("store: settle %s of %s: answer %q: %w", e.EntryID, e.Username, res, err)}
-			}
+		switch {
+		case parts[0] == SettleApplied && len(parts) == 3:
+			out[i].Uncovered, err = decimal.NewFromString(parts[2])
+		case parts[0] == SettleRefunded && len(parts) == 2:
+			out[i].Refunded, err = decimal.NewFromString(parts[1])
+		}
+		if err != nil {
+			out[i] = SettleResult{Err: fmt.Errorf("store: settle %s of %s: answer %q: %w", e.EntryID, e.Username, res, err)}
 		}
 	}
 	return out, nil

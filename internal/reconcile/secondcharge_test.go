@@ -180,3 +180,35 @@ func TestSecondChargeOfARowWithoutARefIsRefunded(t *testing.T) {
 	require.Zero(t, res.Errors)
 	require.Zero(t, res.DriftFound)
 }
+
+// A deduction's row committed while Redis had no balance is in the
+// initialisation that reads MySQL next. A charge of the same id made after
+// that (its marker lost again) is a second charge, even though the row was
+// never settled: when the row's message lands, it is refunded, not taken
+// for the row's own pending record (which charged twice and counted the
+// row twice in Redis).
+func TestSecondChargeAfterAnInitThatReadTheRowIsRefunded(t *testing.T) {
+	t.Parallel()
+	m := newMoney(t)
+	ctx := context.Background()
+	_, err := store.CreateUser(ctx, m.db, "jo", "", dec("30"))
+	require.NoError(t, err)
+	_, first := m.charge(t, "jo", "r1", 5)
+	storetest.Wipe(t, m.r) // Redis lost the balance and the pending record
+	amount, _ := first.Amount()
+	_, err = store.ApplyDebits(ctx, m.db, []store.Debit{{Username: "jo", ID: "r1", Amount: amount, Source: "consumer",
+		Ref: first.PendingRef, RequestHash: first.RequestHash}}) // a worker committed it, then died before settling
+	require.NoError(t, err)
+	require.Equal(t, "25.00000000", m.hot(t, "jo"), "initialised from MySQL, r1 included")
+
+	m.forget(t, "jo", "r1")
+	c, _ := m.charge(t, "jo", "r1", 5)
+	require.False(t, c.Replayed)
+	require.Equal(t, "20.00000000", m.hot(t, "jo"), "charged again")
+	require.NoError(t, m.consumer.Handle(ctx, first), "r1's message, redelivered")
+	require.Equal(t, "25.00000000", m.hot(t, "jo"), "the second charge refunded")
+	require.Equal(t, "25.00000000", m.mysqlBalance(t, "jo").StringFixed(8))
+	res := m.run(t)
+	require.Zero(t, res.Errors, "Redis counts what MySQL counts")
+	require.Zero(t, res.DriftFound)
+}

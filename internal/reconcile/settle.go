@@ -162,6 +162,11 @@ func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry, r
 			j.log.Warn("deduction settled after a Redis loss on a balance already spent; the part it could not take is forgiven",
 				"user", e.Username, "deduction", e.EntryID, "uncovered", r.Uncovered)
 		}
+		if r.Outcome == store.SettleRefunded {
+			res.Refunded++
+			j.log.Warn("request id charged again after Redis forgot it; the second charge is refunded",
+				"user", e.Username, "deduction", e.EntryID, "refunded", r.Refunded)
+		}
 		marks = append(marks, e.Key())
 	}
 	return len(marks), store.MarkSettled(ctx, j.db, marks...)

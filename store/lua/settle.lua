@@ -1,12 +1,16 @@
 -- settle.lua — makes the Redis balance reflect one ledger entry that MySQL
 -- just committed (SPEC 6), exactly once.
 --
--- A deduction taken by deduct.lua is already in the balance and has a
--- pending entry: that entry is removed. A deduction whose pending entry is
--- gone (Redis lost its data after it) or a recharge is applied to the
--- balance, unless the balance was initialised from a MySQL read that already
--- included the entry. While the balance is missing the entry waits in the
--- late hash for init_balance.lua.
+-- First: does this Redis reflect the entry already? It does if it settled
+-- it before (its settled marker) or if its balance was initialised from a
+-- MySQL read that included it (the entry's seq is at most the read's).
+-- Then a pending record of the id can only be a later charge of the same
+-- id, taken after its marker was lost: a second charge, refunded.
+-- Otherwise a deduction taken by deduct.lua is already in the balance and
+-- has a pending record: the record is removed. A deduction whose pending
+-- record is gone (Redis lost its data after it) or a recharge is applied to
+-- the balance. While the balance is missing the entry waits in the late
+-- hash for init_balance.lua.
 --
 -- KEYS[1] agent:balance:{username}
 -- KEYS[2] agent:pending:{username}
@@ -25,9 +29,10 @@
 -- ARGV[5] marker TTL, seconds
 -- ARGV[6] now, epoch ms (kept with a late entry)
 -- ARGV[7] for a deduction: its marker's value, "deducted|ref|hash" (deducted: what the hot balance took)
--- Returns "CLEARED" (pending entry removed), "SETTLED" (settled before),
+-- Returns "CLEARED" (pending record removed), "SETTLED" (settled before),
 --         "LATE" (balance missing: kept for the initialisation),
 --         "INCLUDED" (the initialisation read it), "APPLIED|balance|uncovered",
+--         "REFUNDED|amount" (reflected already; a second charge of the id refunded),
 --         or "-2". uncovered is the part of a deduction the balance could not
 --         take (it stops at zero): after a Redis loss the restored balance
 --         does not know deductions still in flight, and may be spent before
@@ -41,35 +46,63 @@ local function parse(s)
 end
 
 local ttl = tonumber(ARGV[5])
-if ARGV[1] == 'D' then
-  redis.call('SET', KEYS[6], ARGV[7], 'NX', 'EX', ttl)
-end
-if ARGV[1] == 'D' and redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then
-  redis.call('SET', KEYS[5], 'cleared', 'EX', ttl)
-  if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('INCR', KEYS[7]) end
-  return 'CLEARED'
-end
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  return 'SETTLED'
-end
 local aw, af = parse(ARGV[3])
 local id = tonumber(ARGV[4])
 if aw == nil or id == nil or (ARGV[1] ~= 'D' and ARGV[1] ~= 'C') then
   return '-2'
+end
+
+local reflected
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  reflected = 'SETTLED'
+else
+  local init = redis.call('GET', KEYS[3])
+  local read = init and tonumber(string.match(init, '^(%d+)'))
+  if read and id <= read then
+    reflected = 'INCLUDED'
+  end
+end
+
+if ARGV[1] == 'D' then
+  local rec = redis.call('HGET', KEYS[2], ARGV[2])
+  if rec and reflected then
+    local amount = string.match(rec, '^([^|]*)')
+    local rw, rf = parse(amount)
+    local bal = redis.call('GET', KEYS[1])
+    local bw, bf = parse(bal)
+    if rw == nil or (bal and bw == nil) then
+      return '-2'
+    end
+    if bal then -- a missing balance is initialised from MySQL, which never had this charge
+      bw, bf = bw + rw, bf + rf
+      if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
+      redis.call('SET', KEYS[1], string.format('%d.%08d', bw, bf))
+    end
+    redis.call('HDEL', KEYS[2], ARGV[2])
+    redis.call('SET', KEYS[5], string.lower(reflected), 'EX', ttl)
+    redis.call('SET', KEYS[6], ARGV[7], 'EX', ttl) -- the row's charge answers retries now
+    return 'REFUNDED|' .. amount
+  end
+  redis.call('SET', KEYS[6], ARGV[7], 'NX', 'EX', ttl)
+  if rec then
+    redis.call('HDEL', KEYS[2], ARGV[2])
+    redis.call('SET', KEYS[5], 'cleared', 'EX', ttl)
+    if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('INCR', KEYS[7]) end
+    return 'CLEARED'
+  end
+end
+if reflected == 'SETTLED' then
+  return 'SETTLED'
+end
+if reflected == 'INCLUDED' then
+  redis.call('SET', KEYS[5], 'included', 'EX', ttl)
+  return 'INCLUDED'
 end
 local bal = redis.call('GET', KEYS[1])
 if bal == false then
   redis.call('HSET', KEYS[4], ARGV[1] .. ':' .. ARGV[2], ARGV[1] .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[6])
   redis.call('SET', KEYS[5], 'late', 'EX', ttl)
   return 'LATE'
-end
-local init = redis.call('GET', KEYS[3])
-if init then
-  local read = tonumber(string.match(init, '^(%d+)'))
-  if read and id <= read then
-    redis.call('SET', KEYS[5], 'included', 'EX', ttl)
-    return 'INCLUDED'
-  end
 end
 local bw, bf = parse(bal)
 if bw == nil then
