@@ -36,13 +36,9 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 	var drifts []drift
 	err := j.rdb.ScanUsers(ctx, keys.AgentBalance, j.cfg.Batch, func(users []string) error {
 		t0 := j.now()
-		hot, err := j.rdb.HotBalances(ctx, users)
+		hot, rows, err := j.read(ctx, users)
 		if err != nil {
 			return err
-		}
-		rows, err := store.AccountActivity(ctx, j.db, users)
-		if err != nil {
-			return fmt.Errorf("reconcile: %w", err)
 		}
 		for _, row := range rows {
 			res.UsersScanned++
@@ -64,6 +60,20 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 		return err
 	}
 	return j.correctAll(ctx, drifts, res)
+}
+
+// read reads users' Redis side, then their accounts: what a comparison
+// compares.
+func (j *BalanceSync) read(ctx context.Context, users []string) (map[string]store.HotBalance, []store.Activity, error) {
+	hot, err := j.rdb.HotBalances(ctx, users)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := store.AccountActivity(ctx, j.db, users)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return hot, rows, nil
 }
 
 // drift is a quiet user to correct once no deduction message is in
@@ -154,13 +164,9 @@ func (j *BalanceSync) correctAll(ctx context.Context, drifts []drift, res *Balan
 		users[i] = d.row.Username
 	}
 	t0 := j.now()
-	hot, err := j.rdb.HotBalances(ctx, users)
+	hot, rows, err := j.read(ctx, users)
 	if err != nil {
 		return err
-	}
-	rows, err := store.AccountActivity(ctx, j.db, users)
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
 	}
 	now := make(map[string]store.Activity, len(rows))
 	for _, r := range rows {
