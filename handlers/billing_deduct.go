@@ -13,11 +13,10 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// Ledger applies debits to MySQL exactly once (a group-committing
-// store.Batcher over store.ApplyDebits in the worker) and records entries
-// whose Redis side is done.
+// Ledger applies debits to MySQL exactly once and records entries whose
+// Redis side is done (store.LedgerWriter, group-committed).
 type Ledger interface {
-	Do(ctx context.Context, d store.Debit) (store.DebitResult, error)
+	ApplyDebit(ctx context.Context, d store.Debit) (store.DebitResult, error)
 	MarkSettled(ctx context.Context, entries ...store.EntryKey) error
 }
 
@@ -49,6 +48,11 @@ func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDedu
 	return &BillingDeduct{ledger: l, balance: b, log: log, now: time.Now}
 }
 
+// billingDeductConsumer is the agent-billing consumer of the registry.
+func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewBillingDeduct(d.Ledger, d.Redis, log).Handle)
+}
+
 // Handle applies one deduction.
 func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
 	amount, err := m.Amount()
@@ -62,7 +66,7 @@ func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduc
 		d, _ := messaging.DeliveryFrom(ctx)
 		id = fitKey("msg:"+d.MessageID, 128)
 	}
-	res, err := h.ledger.Do(ctx, store.Debit{
+	res, err := h.ledger.ApplyDebit(ctx, store.Debit{
 		Username: m.Username, ID: id, Amount: amount, ModelName: m.ModelName,
 		InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: h.now(), Source: "consumer",
 		SelfSettled: !fromIsle, // the producer's own script keeps its Redis balance

@@ -11,10 +11,10 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// UsageCounter counts usages once in MySQL (a group-committing
-// store.Batcher over store.ApplyUsage in the worker).
+// UsageCounter counts usages once in MySQL (store.UsageWriter,
+// group-committed) and reports whether this call counted it.
 type UsageCounter interface {
-	Do(ctx context.Context, u store.Usage) (bool, error)
+	CountUsage(ctx context.Context, u store.Usage) (bool, error)
 }
 
 // UsageHashes adds usages to the Redis per-model hashes.
@@ -40,6 +40,11 @@ func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats 
 	return &UsageStats{counter: c, hashes: h, log: log, now: time.Now}
 }
 
+// usageStatsConsumer is the agent-usage-stats consumer of the registry.
+func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewUsageStats(d.Usage, d.Redis, log).Handle)
+}
+
 // Handle counts one usage, on the day (UTC+8) it is handled.
 func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) error {
 	id := m.RequestID
@@ -52,7 +57,7 @@ func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) err
 		InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
 		ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
 	}
-	counted, err := h.counter.Do(ctx, u)
+	counted, err := h.counter.CountUsage(ctx, u)
 	if err != nil {
 		return fmt.Errorf("count usage %s: %w", id, err)
 	}

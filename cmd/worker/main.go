@@ -53,9 +53,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	defer pub.Close()
 	flow := messaging.NewFlow(messaging.FlowConfig{HandlerTimeout: cfg.Worker.HandlerTimeout}, pub, metrics, log)
-	batch := newBatchers(deps, reg)
-	defer batch.close() // after the consumer drained: handlers in flight wait on it
-	selected, err := selectRoutes(routes(deps, flow, batch, cfg.Worker, log), *handlerSpec)
+	w := newWriters(deps, reg)
+	defer w.close() // after the consumer drained: handlers in flight wait on it
+	selected, err := selectRoutes(routes(deps, flow, w, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,84 +12,45 @@ import (
 	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
-	"github.com/eisland/isle/topology"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// batchers group the MySQL writes of concurrent handlers into shared
-// transactions (group commit).
-type batchers struct {
-	ledger  *store.Batcher[store.Debit, store.DebitResult]
-	settled *store.Batcher[store.EntryKey, struct{}]
-	usage   *store.Batcher[store.Usage, bool]
+// writers are the group-committing MySQL writers the consumers share, with
+// the size of each of their transactions in isle_batch_size.
+type writers struct {
+	ledger *store.LedgerWriter
+	usage  *store.UsageWriter
 }
 
-// ledger is what the deduct consumer needs, both halves group-committed.
-type ledger struct{ b *batchers }
-
-func (l ledger) Do(ctx context.Context, d store.Debit) (store.DebitResult, error) {
-	return l.b.ledger.Do(ctx, d)
-}
-
-func (l ledger) MarkSettled(ctx context.Context, entries ...store.EntryKey) error {
-	for _, e := range entries {
-		if _, err := l.b.settled.Do(ctx, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func newBatchers(deps *app.Deps, reg prometheus.Registerer) *batchers {
-	const size = 100
+func newWriters(deps *app.Deps, reg prometheus.Registerer) *writers {
 	sizes := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "isle_batch_size",
 		Help:    "Items per MySQL transaction of the group-committing consumers, by batcher.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
 	}, []string{"batcher"})
 	reg.MustRegister(sizes)
-	b := &batchers{
-		ledger: store.NewBatcher(size, func(ctx context.Context, ds []store.Debit) ([]store.DebitResult, error) {
-			return store.ApplyDebits(ctx, deps.DB, ds)
-		}),
-		settled: store.NewBatcher(size, func(ctx context.Context, es []store.EntryKey) ([]struct{}, error) {
-			return make([]struct{}, len(es)), store.MarkSettled(ctx, deps.DB, es...)
-		}),
-		usage: store.NewBatcher(size, func(ctx context.Context, us []store.Usage) ([]bool, error) {
-			return store.ApplyUsage(ctx, deps.DB, us)
-		}),
-	}
-	b.ledger.Observe = func(n int) { sizes.WithLabelValues("ledger").Observe(float64(n)) }
-	b.usage.Observe = func(n int) { sizes.WithLabelValues("usage").Observe(float64(n)) }
-	return b
+	observe := func(batcher string, n int) { sizes.WithLabelValues(batcher).Observe(float64(n)) }
+	return &writers{ledger: store.NewLedgerWriter(deps.DB, observe), usage: store.NewUsageWriter(deps.DB, observe)}
 }
 
-// close finishes what the batchers hold; call it after the consumer stopped.
-func (b *batchers) close() {
-	b.ledger.Close()
-	b.settled.Close()
-	b.usage.Close()
+// close finishes what the writers hold; call it after the consumer stopped.
+func (w *writers) close() {
+	w.ledger.Close()
+	w.usage.Close()
 }
 
-// routes returns every route the worker can run, by handler name: the main
-// consumer of each domain whose handler exists, and each domain's DLQ
-// consumer ("<domain>-dlq").
-func routes(deps *app.Deps, flow *messaging.Flow, b *batchers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
+// routes returns every route the worker can run, by handler name
+// (handlers.Routes): the main consumer of each domain the registry has, and
+// each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
+func routes(deps *app.Deps, flow *messaging.Flow, w *writers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
+	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log}
 	out := map[string]messaging.Route{}
-	main := func(domain string, h messaging.HandlerFunc) {
-		d, _ := deps.Topology.Domain(domain)
-		out[domain] = messaging.Route{Name: domain, Queue: d.Queue, Concurrency: cfg.Concurrency[domain], Handle: flow.Main(d, h)}
-	}
-	main(topology.DomainAgentBilling, messaging.Typed(handlers.NewBillingDeduct(ledger{b}, deps.Redis, log.With("handler", "agent-billing")).Handle))
-	main(topology.DomainAgentUsageStats, messaging.Typed(handlers.NewUsageStats(b.usage, deps.Redis, log.With("handler", "agent-usage-stats")).Handle))
-	for _, d := range deps.Topology.Domains() {
-		if d.HasRetry() {
-			name := d.Name + "-dlq"
-			out[name] = messaging.Route{
-				Name: name, Queue: d.DLQ, Concurrency: 1,
-				Handle: flow.DLQ(d, handlers.NewDeadLetters(deps.DB, d, log.With("handler", name)).Handle),
-			}
+	for _, r := range handlers.Routes(deps.Topology, hd) {
+		if r.DLQ {
+			out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.DLQ, Concurrency: 1, Handle: flow.DLQ(r.Domain, r.Handle)}
+			continue
 		}
+		out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], Handle: flow.Main(r.Domain, r.Handle)}
 	}
 	return out
 }

@@ -42,7 +42,7 @@ type money struct {
 // directLedger applies each debit in its own transaction (no batcher).
 type directLedger struct{ db *gorm.DB }
 
-func (l directLedger) Do(ctx context.Context, d store.Debit) (store.DebitResult, error) {
+func (l directLedger) ApplyDebit(ctx context.Context, d store.Debit) (store.DebitResult, error) {
 	res, err := store.ApplyDebits(ctx, l.db, []store.Debit{d})
 	if err != nil {
 		return store.DebitResult{}, err

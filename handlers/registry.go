@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"log/slog"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
+)
+
+// Deps are what the consumers are built from; the worker makes them once.
+type Deps struct {
+	DB     *gorm.DB
+	Redis  *store.Redis
+	Ledger Ledger       // store.LedgerWriter
+	Usage  UsageCounter // store.UsageWriter
+	Log    *slog.Logger // each consumer logs with handler=<its name>
+}
+
+// A Consumer builds the handler of one domain's main queue.
+type Consumer struct {
+	Domain string
+	New    func(d Deps, log *slog.Logger) messaging.HandlerFunc
+}
+
+// Consumers is every main-queue consumer Isle runs: a new one is a file in
+// this package and one line here.
+var Consumers = []Consumer{
+	{topology.DomainAgentBilling, billingDeductConsumer},
+	{topology.DomainAgentUsageStats, usageStatsConsumer},
+}
+
+// NotConsumed are the domains whose main queue Isle does not consume, and
+// why: a domain of the contract is in Consumers or here, never in neither.
+var NotConsumed = map[string]string{
+	topology.DomainEmail:             "no consumer in Isle yet: the email dispatch consumer is built with the email domain",
+	topology.DomainPaymentNotify:     "no consumer in Isle yet: built with the payments domain",
+	topology.DomainPaymentReceipt:    "no consumer in Isle yet: built with the payments domain",
+	topology.DomainObjectReplication: "no consumer in Isle yet: built with object replication",
+	topology.DomainIdentityMaterial:  "no consumer in Isle yet: built with object replication and identity material",
+	topology.DomainMiniGameScore:     "no consumer in Isle yet: built with the mini game",
+}
+
+// A Route is a consumer ready to run: what the worker's -handlers names
+// ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).
+type Route struct {
+	Name   string
+	Domain topology.Domain
+	DLQ    bool // the domain's dead-letter queue, which stores dead messages
+	Handle messaging.HandlerFunc
+}
+
+// Routes builds every consumer of tp: the main consumer of each domain in
+// Consumers, and the dead-letter consumer of each domain with a DLQ.
+func Routes(tp *topology.Topology, d Deps) []Route {
+	var out []Route
+	for _, c := range Consumers {
+		dom, ok := tp.Domain(c.Domain)
+		if !ok {
+			panic("handlers: Consumers names a domain the topology lacks: " + c.Domain) // a wiring bug stops start-up
+		}
+		out = append(out, Route{Name: c.Domain, Domain: dom, Handle: c.New(d, d.Log.With("handler", c.Domain))})
+	}
+	for _, dom := range tp.Domains() {
+		if dom.HasRetry() {
+			name := dom.Name + "-dlq"
+			out = append(out, Route{Name: name, Domain: dom, DLQ: true, Handle: NewDeadLetters(d.DB, dom, d.Log.With("handler", name)).Handle})
+		}
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
+
+// WriterBatchMax is the most items one group-committed transaction of a
+// writer carries.
+const WriterBatchMax = 100
+
+// OnBatch is told the size of each transaction a writer commits, by
+// batcher ("ledger", "settled", "usage"); nil tells nobody.
+type OnBatch func(batcher string, n int)
+
+// LedgerWriter applies debits and marks entries settled for concurrent
+// consumers, group-committed: while one transaction commits, the calls that
+// arrive queue up and go together in the next, so N handlers share one
+// transaction instead of N. Close it after the consumers stopped.
+type LedgerWriter struct {
+	debits  *Batcher[Debit, DebitResult]
+	settled *Batcher[EntryKey, struct{}]
+}
+
+// NewLedgerWriter returns a writer over db.
+func NewLedgerWriter(db *gorm.DB, observe OnBatch) *LedgerWriter {
+	w := &LedgerWriter{
+		debits: NewBatcher(WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
+			return ApplyDebits(ctx, db, ds)
+		}),
+		settled: NewBatcher(WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
+			return make([]struct{}, len(es)), MarkSettled(ctx, db, es...)
+		}),
+	}
+	w.debits.Observe = observing(observe, "ledger")
+	w.settled.Observe = observing(observe, "settled")
+	return w
+}
+
+// ApplyDebit applies one debit exactly once (ApplyDebits), in a shared
+// transaction.
+func (w *LedgerWriter) ApplyDebit(ctx context.Context, d Debit) (DebitResult, error) {
+	return w.debits.Do(ctx, d)
+}
+
+// MarkSettled records that the Redis balance reflects the entries.
+func (w *LedgerWriter) MarkSettled(ctx context.Context, entries ...EntryKey) error {
+	for _, e := range entries {
+		if _, err := w.settled.Do(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close finishes the transactions under way and stops taking calls.
+func (w *LedgerWriter) Close() {
+	w.debits.Close()
+	w.settled.Close()
+}
+
+// UsageWriter counts usages once for concurrent consumers (ApplyUsage),
+// group-committed like LedgerWriter.
+type UsageWriter struct {
+	usage *Batcher[Usage, bool]
+}
+
+// NewUsageWriter returns a writer over db.
+func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
+	w := &UsageWriter{usage: NewBatcher(WriterBatchMax, func(ctx context.Context, us []Usage) ([]bool, error) {
+		return ApplyUsage(ctx, db, us)
+	})}
+	w.usage.Observe = observing(observe, "usage")
+	return w
+}
+
+// CountUsage counts u once and reports whether this call counted it.
+func (w *UsageWriter) CountUsage(ctx context.Context, u Usage) (bool, error) {
+	return w.usage.Do(ctx, u)
+}
+
+// Close finishes the transactions under way and stops taking calls.
+func (w *UsageWriter) Close() { w.usage.Close() }
+
+func observing(observe OnBatch, batcher string) func(int) {
+	if observe == nil {
+		return nil
+	}
+	return func(n int) { observe(batcher, n) }
+}
