@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,10 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // the tests that run the binaries skip (storetest.Services)
+	}
 	dir, err := os.MkdirTemp("", "isle-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -12,6 +12,7 @@ import (
 // names under that prefix is deleted.
 func AMQP(t testing.TB) (*amqp.Connection, string) {
 	t.Helper()
+	Services(t)
 	prefix := Unique("t")
 	conn, err := amqp.Dial(AMQPURL())
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // ends, and returns its DSN.
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
+	Services(t)
 	name := Unique("isle_t_")
 	server := openServer(t) // fails the test with a hint when MySQL is down; drops the database at the end
 	dsn := dsnFor(t, name)
@@ -41,6 +42,7 @@ func MySQLDSN(t testing.TB) string {
 // schema version, so each call costs a few milliseconds per table.
 func MySQL(t testing.TB) *gorm.DB {
 	t.Helper()
+	Services(t)
 	tpl := template(t)
 	dsn := MySQLDSN(t)
 	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})

@@ -24,6 +24,7 @@ type Proxy struct {
 // (host:port) until the test ends.
 func NewProxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
+	Services(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("storetest: proxy: %v", err)

@@ -14,6 +14,7 @@ import (
 // own; every key under it is deleted when the test ends.
 func Redis(t testing.TB) *store.Redis {
 	t.Helper()
+	Services(t)
 	prefix := Unique("isletest:") + ":"
 	r, err := store.OpenRedis(store.RedisConfig{Addr: RedisAddr(), KeyPrefix: prefix})
 	if err != nil {

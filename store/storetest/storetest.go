@@ -7,7 +7,8 @@
 // database; default root@tcp(127.0.0.1:3306)/), ISLE_TEST_REDIS_ADDR
 // (default 127.0.0.1:6379) and ISLE_TEST_AMQP_URL (default
 // amqp://guest:guest@127.0.0.1:5672/). A service that is down fails the test:
-// scripts/test starts them.
+// scripts/test starts them. With -short every test that needs one is
+// skipped (Services), so `go test -short ./...` runs with none up.
 package storetest
 
 import (
@@ -16,7 +17,18 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"testing"
 )
+
+// Services skips t under -short: the test needs the real MySQL, Redis or
+// RabbitMQ. Every helper here that reaches one calls it; a test that dials
+// a service itself calls it first.
+func Services(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs MySQL, Redis and RabbitMQ: not run with -short")
+	}
+}
 
 // Environment variables of the test harness.
 const (
