@@ -16,18 +16,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// subjectField names the body field that identifies what a dead message was
-// about, shown by `islectl dlq list` and searchable in the table.
-var subjectField = map[string]string{
-	topology.DomainEmail:             "email",
-	topology.DomainPaymentNotify:     "outTradeNo",
-	topology.DomainPaymentReceipt:    "outTradeNo",
-	topology.DomainAgentBilling:      "username",
-	topology.DomainObjectReplication: "taskId",
-	topology.DomainIdentityMaterial:  "certifyId",
-	topology.DomainMiniGameScore:     "submitId",
-}
-
 // DeadLetters persists what reaches a domain's DLQ to its MySQL table (SPEC 2):
 // the raw body, headers, retry count, last error, queue and time, whole
 // however large. A redelivered dead message is stored once.
@@ -59,7 +47,7 @@ func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 		MessageType: d.TypeID,
 		MessageID:   d.MessageID,
 		TraceID:     d.TraceID,
-		Subject:     subject(obj, subjectField[h.domain.Name]),
+		Subject:     subject(obj, h.domain.DLQSubject),
 		Body:        d.Body,
 		Headers:     cmp.Or(d.HeadersJSON, "{}"),
 		RetryCount:  d.Retry,

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
+	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -30,8 +30,13 @@ func DeadLetterKey(queue, messageID string, replay int, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// dlqTableName is what a table of dead messages is called: the topology
+// names them (its "*_dlq_log" tables and object_replication_log). The name
+// goes into SQL as an identifier, so nothing else passes.
+var dlqTableName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,58}_log$`)
+
 func checkDLQTable(table string) error {
-	if !slices.Contains(DLQTables, table) {
+	if !dlqTableName.MatchString(table) {
 		return fmt.Errorf("store: %q is not a dead-letter table", table)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -113,7 +114,13 @@ func TestModelsMatchTheSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, table := range store.DLQTables {
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	for _, d := range tp.Domains() {
+		table := d.DLQTable
+		if table == "" {
+			continue
+		}
 		var cols []string
 		require.NoError(t, db.Raw("SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?", table).Scan(&cols).Error)
 		s, err := schema.Parse(&store.DeadLetter{}, &sync.Map{}, db.NamingStrategy)
@@ -148,12 +155,16 @@ func TestIdempotencyKeys(t *testing.T) {
 	} {
 		require.Contains(t, uniques, want)
 	}
-	for _, table := range store.DLQTables {
-		require.Contains(t, uniques, table+"(dedup_key)")
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	for _, d := range tp.Domains() {
+		if d.DLQTable != "" {
+			require.Contains(t, uniques, d.DLQTable+"(dedup_key)")
+		}
 	}
 	// The balance can never go below zero, whoever writes it.
 	require.NoError(t, db.Exec("INSERT INTO user_account (username, balance_fen) VALUES ('u', 1)").Error)
-	err := db.Exec("UPDATE user_account SET balance_fen = balance_fen - 2 WHERE username = 'u'").Error
+	err = db.Exec("UPDATE user_account SET balance_fen = balance_fen - 2 WHERE username = 'u'").Error
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "ck_user_account_balance") || strings.Contains(err.Error(), "CONSTRAINT"), err.Error())
 }

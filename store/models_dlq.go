@@ -2,18 +2,8 @@ package store
 
 import "time"
 
-// DLQTables lists the tables of dead messages (SPEC 2): the seed's four
-// *_dlq_log tables, one for identity material, and object_replication_log.
-var DLQTables = []string{
-	"email_dispatch_dlq_log",
-	"payment_dlq_log",
-	"agent_billing_dlq_log",
-	"object_replication_log",
-	"identity_material_dlq_log",
-	"mini_game_score_dlq_log",
-}
-
-// DeadLetter is a row of one of DLQTables. Use it with db.Table(name).
+// DeadLetter is a row of a table of dead messages: the table a domain of
+// the topology names (topology.Domain.DLQTable). Use it with db.Table(name).
 // DedupKey makes a redelivered dead message one row. A Body or Headers too
 // large for the row is kept in dlq_log_part (Parts pieces); SaveDeadLetter
 // writes and GetDeadLetter reads it whole, BodyBytes and HeadersBytes being

@@ -38,8 +38,10 @@ type spec struct {
 	maxRetries  int
 	retryHeader string
 	maxPriority int
-	dlqTable    string // MySQL table the DLQ consumer writes
-	message     string // Java record name of the domain's message
+	dlqTable    string  // MySQL table the DLQ consumer writes
+	dlqSubject  string  // the body field a dead message is indexed by in that table
+	envPrefix   string  // configuration variables of the retry policy: <envPrefix>_MAX_RETRIES, ...
+	record      Message // the domain's message type; its Record() is the Java record name
 }
 
 // table is seed 002: "Queue Topology" of each domain and the
@@ -51,7 +53,7 @@ var table = []spec{
 		retryQueue: "email.verify.retry.queue", retryKey: "email.verify.retry",
 		dlq: "email.verify.dlq", dlqKey: "email.verify.dlq",
 		retryDelay: 10 * time.Second, maxRetries: 3, retryHeader: "x-email-retry-count",
-		dlqTable: "email_dispatch_dlq_log", message: "EmailCodeDispatchMessage",
+		dlqTable: "email_dispatch_dlq_log", dlqSubject: "email", envPrefix: "EMAIL_NOTIFY", record: EmailCodeDispatch{},
 	},
 	{
 		name: DomainPaymentNotify, exchange: "payment.notify.exchange",
@@ -59,7 +61,7 @@ var table = []spec{
 		retryQueue: "payment.notify.retry.queue", retryKey: "payment.notify.retry",
 		dlq: "payment.notify.dlq", dlqKey: "payment.notify.dlq",
 		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-payment-retry-count",
-		dlqTable: "payment_dlq_log", message: "PaymentNotifyMessage",
+		dlqTable: "payment_dlq_log", dlqSubject: "outTradeNo", envPrefix: "PAYMENT_NOTIFY", record: PaymentNotify{},
 	},
 	{
 		name: DomainPaymentReceipt, exchange: "payment.notify.exchange",
@@ -67,7 +69,7 @@ var table = []spec{
 		retryQueue: "payment.receipt.retry.queue", retryKey: "payment.receipt.retry",
 		dlq: "payment.receipt.dlq", dlqKey: "payment.receipt.dlq",
 		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-payment-receipt-retry-count",
-		dlqTable: "payment_dlq_log", message: "PaymentReceiptDispatchMessage",
+		dlqTable: "payment_dlq_log", dlqSubject: "outTradeNo", envPrefix: "PAYMENT_NOTIFY", record: PaymentReceiptDispatch{},
 	},
 	{
 		name: DomainAgentBilling, exchange: "agent.billing.exchange",
@@ -75,12 +77,12 @@ var table = []spec{
 		retryQueue: "agent.billing.deduct.retry.queue", retryKey: "agent.billing.deduct.retry",
 		dlq: "agent.billing.deduct.dlq", dlqKey: "agent.billing.deduct.dlq",
 		retryDelay: 5 * time.Second, maxRetries: 5, retryHeader: "x-agent-billing-retry-count",
-		dlqTable: "agent_billing_dlq_log", message: "AgentBillingDeductMessage",
+		dlqTable: "agent_billing_dlq_log", dlqSubject: "username", envPrefix: "AGENT_BILLING", record: AgentBillingDeduct{},
 	},
 	{
 		name: DomainAgentUsageStats, exchange: "agent.billing.exchange",
 		queue: "agent.usage-stats.queue", routingKey: "agent.usage-stats",
-		message: "AgentUsageStatsMessage",
+		record: AgentUsageStats{},
 	},
 	{
 		name: DomainObjectReplication, exchange: "object.replication.exchange",
@@ -89,7 +91,7 @@ var table = []spec{
 		dlq: "object.replication.dlq", dlqKey: "object.replication.dlq",
 		retryDelay: 15 * time.Second, maxRetries: 6, retryHeader: "x-object-replication-retry-count",
 		maxPriority: MaxPriority,
-		dlqTable:    "object_replication_log", message: "ObjectReplicationMessage",
+		dlqTable:    "object_replication_log", dlqSubject: "taskId", envPrefix: "OBJECT_REPLICATION", record: ObjectReplication{},
 	},
 	{
 		name: DomainIdentityMaterial, exchange: "identity.material.exchange",
@@ -97,7 +99,7 @@ var table = []spec{
 		retryQueue: "identity.material.upload.retry.queue", retryKey: "identity.material.upload.retry",
 		dlq: "identity.material.upload.dlq", dlqKey: "identity.material.upload.dlq",
 		retryDelay: 10 * time.Second, maxRetries: 3, retryHeader: "x-identity-material-retry-count",
-		dlqTable: "identity_material_dlq_log", message: "IdentityMaterialMessage",
+		dlqTable: "identity_material_dlq_log", dlqSubject: "certifyId", envPrefix: "IDENTITY_MATERIAL", record: IdentityMaterial{},
 	},
 	{
 		name: DomainMiniGameScore, exchange: "mini-game.exchange",
@@ -105,7 +107,7 @@ var table = []spec{
 		retryQueue: "mini-game.score.upsert.retry.queue", retryKey: "mini-game.score.upsert.retry",
 		dlq: "mini-game.score.upsert.dlq", dlqKey: "mini-game.score.upsert.dlq",
 		retryDelay: 15 * time.Second, maxRetries: 5, retryHeader: "x-mini-game-score-retry-count",
-		dlqTable: "mini_game_score_dlq_log", message: "ScoreUpsertMessage",
+		dlqTable: "mini_game_score_dlq_log", dlqSubject: "submitId", envPrefix: "MINI_GAME_SCORE", record: ScoreUpsert{},
 	},
 }
 

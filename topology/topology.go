@@ -41,7 +41,9 @@ type Domain struct {
 	RetryHeader string // x-email-retry-count; "" for usage stats
 	MaxPriority int    // 10 for object replication, else 0
 	DLQTable    string // MySQL table of dead messages; "" for usage stats
-	Message     string // Java record name, e.g. EmailCodeDispatchMessage
+	DLQSubject  string // the body field a dead message is indexed by ("email", "outTradeNo", ...)
+	EnvPrefix   string // the retry policy's variables: <EnvPrefix>_MAX_RETRIES, <EnvPrefix>_RETRY_DELAY_MS
+	Message     string // Java record name, e.g. EmailCodeDispatchMessage (the message type's Record())
 	TypeID      string // __TypeId__ header value
 }
 
@@ -87,9 +89,11 @@ func New(cfg Config) (*Topology, error) {
 			RetryHeader: s.retryHeader,
 			MaxPriority: s.maxPriority,
 			DLQTable:    s.dlqTable,
-			Message:     s.message,
-			TypeID:      cmp.Or(cfg.TypeIDs[s.message], pkg+"."+s.message),
+			DLQSubject:  s.dlqSubject,
+			EnvPrefix:   s.envPrefix,
+			Message:     s.record.Record(),
 		}
+		d.TypeID = cmp.Or(cfg.TypeIDs[d.Message], pkg+"."+d.Message)
 		if s.retryQueue != "" {
 			d.Retry = RetryPolicy{MaxRetries: s.maxRetries, Delay: s.retryDelay}
 			if p, ok := cfg.Retry[s.name]; ok {

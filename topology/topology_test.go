@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,31 @@ func TestOverridesAndInvalidConfig(t *testing.T) {
 	require.Error(t, err)
 	for _, want := range []string{`prefix "bad prefix"`, `"agent-usage-stats"`, "max retries -1", "retry delay 0s", `"NoSuchMessage"`} {
 		require.Contains(t, err.Error(), want)
+	}
+}
+
+// Each domain's facts are stated once, here: the body field its dead
+// messages are indexed by is a field of its record, and every domain with
+// a retry policy names the variables that set it.
+func TestDomainFactsAreComplete(t *testing.T) {
+	t.Parallel()
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	fields := map[string][]string{}
+	for _, m := range allMessages() {
+		rt := reflect.Indirect(reflect.ValueOf(m)).Type()
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			fields[m.Record()] = append(fields[m.Record()], name)
+		}
+	}
+	for _, d := range tp.Domains() {
+		if !d.HasRetry() {
+			require.Empty(t, d.EnvPrefix+d.DLQSubject+d.DLQTable, d.Name)
+			continue
+		}
+		require.Regexp(t, `^[A-Z][A-Z_]+[A-Z]$`, d.EnvPrefix, d.Name)
+		require.NotEmpty(t, d.DLQTable, d.Name)
+		require.Contains(t, fields[d.Message], d.DLQSubject, "%s: dead messages indexed by a field its record lacks", d.Name)
 	}
 }

@@ -185,35 +185,32 @@ func cutEq(s string) (key, value string, ok bool) {
 	return key, value, ok && key != "" && value != ""
 }
 
-// retryVars names the variables of each domain's retry policy. The seed's
-// properties become e.g. EMAIL_NOTIFY_MAX_RETRIES; the domains the seed
-// hard-codes get names of the same shape. Payment receipts share the
-// payment.notify-* properties, as in the seed.
-var retryVars = []struct {
-	prefix  string
-	domains []string
-}{
-	{"EMAIL_NOTIFY", []string{topology.DomainEmail}},
-	{"PAYMENT_NOTIFY", []string{topology.DomainPaymentNotify, topology.DomainPaymentReceipt}},
-	{"AGENT_BILLING", []string{topology.DomainAgentBilling}},
-	{"OBJECT_REPLICATION", []string{topology.DomainObjectReplication}},
-	{"IDENTITY_MATERIAL", []string{topology.DomainIdentityMaterial}},
-	{"MINI_GAME_SCORE", []string{topology.DomainMiniGameScore}},
-}
-
+// loadRetry reads each domain's retry policy from the variables the
+// topology names (Domain.EnvPrefix: the seed's properties become e.g.
+// EMAIL_NOTIFY_MAX_RETRIES). Domains that share a prefix (payment receipts
+// share the payment.notify-* properties, as in the seed) share the policy.
 func loadRetry(l *loader) map[string]topology.RetryPolicy {
+	tp, err := topology.New(topology.Config{})
+	if err != nil {
+		panic(err) // the seed's table is valid: a test holds it
+	}
 	out := make(map[string]topology.RetryPolicy)
-	for _, rv := range retryVars {
-		seed, _ := topology.SeedRetry(rv.domains[0])
-		p := topology.RetryPolicy{
-			MaxRetries: l.Int(rv.prefix+"_MAX_RETRIES", seed.MaxRetries, 0, 1000,
-				fmt.Sprintf("Retries before a %s message goes to its DLQ.", rv.domains[0])),
-			Delay: l.Millis(rv.prefix+"_RETRY_DELAY_MS", seed.Delay, time.Millisecond, 24*time.Hour,
-				fmt.Sprintf("x-message-ttl of the %s retry queue, in ms. A live queue keeps the TTL it was declared with: `islectl topology verify` shows a mismatch.", rv.domains[0])),
+	read := make(map[string]topology.RetryPolicy)
+	for _, d := range tp.Domains() {
+		if !d.HasRetry() {
+			continue
 		}
-		for _, d := range rv.domains {
-			out[d] = p
+		p, ok := read[d.EnvPrefix]
+		if !ok {
+			p = topology.RetryPolicy{
+				MaxRetries: l.Int(d.EnvPrefix+"_MAX_RETRIES", d.Retry.MaxRetries, 0, 1000,
+					fmt.Sprintf("Retries before a message of %s goes to its DLQ.", d.Name)),
+				Delay: l.Millis(d.EnvPrefix+"_RETRY_DELAY_MS", d.Retry.Delay, time.Millisecond, 24*time.Hour,
+					fmt.Sprintf("x-message-ttl of the %s retry queue, in ms. A live queue keeps the TTL it was declared with: `islectl topology verify` shows a mismatch.", d.Name)),
+			}
+			read[d.EnvPrefix] = p
 		}
+		out[d.Name] = p
 	}
 	return out
 }
