@@ -13,6 +13,7 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +53,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
-	}, httpapi.Deps{DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg})
+	}, httpapi.Deps{
+		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg,
+		Billing: billing.New(deps.DB, deps.Redis),
+	})
 	if err != nil {
 		return err
 	}

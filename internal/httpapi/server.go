@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/go-chi/chi/v5"
@@ -31,11 +30,13 @@ type Config struct {
 	BanCheckInterval time.Duration // how often WatchBans compares Redis's ban list with MySQL's
 }
 
-// Deps are the services the platform and its endpoints use.
+// Deps are the services the platform and its endpoints use. cmd/api builds
+// them; the server constructs no domain service of its own.
 type Deps struct {
 	DB        *gorm.DB
 	Redis     *store.Redis
-	Publisher *messaging.Publisher
+	Publisher *messaging.Publisher // nil: every publish is a 503
+	Billing   Billing              // the agent endpoints' pricing and deduction
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now
@@ -64,7 +65,6 @@ type Server struct {
 	routes  []Route
 	metrics *httpMetrics
 	auth    *authenticator
-	billing *billing.Service
 	bans    *banWatch
 }
 
@@ -74,8 +74,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("httpapi: a JWT secret is required")
 	}
-	if deps.DB == nil || deps.Redis == nil || deps.Log == nil || deps.Registry == nil {
-		return nil, errors.New("httpapi: DB, Redis, Log and Registry are required")
+	if deps.DB == nil || deps.Redis == nil || deps.Billing == nil || deps.Log == nil || deps.Registry == nil {
+		return nil, errors.New("httpapi: DB, Redis, Billing, Log and Registry are required")
 	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
 	cfg.JWTLeeway = cmp.Or(cfg.JWTLeeway, JWTLeewayDefault)
@@ -93,7 +93,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.router.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	s.billing = billing.New(deps.DB, deps.Redis)
 	s.platformRoutes()
 	s.agentRoutes()
 	return s, nil
