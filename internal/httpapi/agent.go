@@ -13,11 +13,6 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-func (s *Server) agentRoutes() {
-	s.Handle(Route{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: 16 << 10, Handle: s.agentUsage})
-	s.Handle(Route{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance})
-}
-
 // Billing is what the agent endpoints need of internal/billing's Service:
 // pricing and charging a model call, and reading a user's balance.
 type Billing interface {
