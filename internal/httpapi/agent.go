@@ -114,7 +114,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		// answer says so rather than claim a failure it did not have.
 		ledger = LedgerDeferred
 		s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and balance-sync will apply it",
-			"request_id", RequestID(r.Context()), "user", req.Username, "deduction", req.RequestID, "err", err)
+			"user", req.Username, "deduction", req.RequestID, "err", err)
 	}
 	return JSON(w, http.StatusOK, chargeAnswer{
 		RequestID:    req.RequestID,

@@ -85,7 +85,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry)}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
-	s.router.Use(s.recoverer, s.correlate, s.observe)
+	s.router.Use(s.correlate, s.recoverer, s.observe) // correlate first: a panic's line carries the request id
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})
@@ -155,7 +155,7 @@ func (s *Server) chain(rt Route) http.Handler {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := writeError(w, err)
 	if e.Status >= 500 {
-		s.deps.Log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "status", e.Status, "err", err)
+		s.deps.Log.ErrorContext(r.Context(), "request failed", "status", e.Status, "err", err)
 	}
 }
 

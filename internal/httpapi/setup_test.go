@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -33,6 +34,7 @@ type testBundle struct {
 	pub   *messaging.Publisher
 	tp    *topology.Topology
 	reg   *prometheus.Registry
+	log   *slog.Logger // the server's: as cmd/api's, it adds the correlation ids
 	now   time.Time
 }
 
@@ -50,11 +52,12 @@ func setup(t *testing.T, o options) *testBundle {
 	_, prefix := storetest.AMQP(t)
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var out io.Writer = io.Discard
 	if o.logOut != nil {
-		log = slog.New(slog.NewJSONHandler(o.logOut, nil))
+		out = o.logOut
 	}
-	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), now: time.Now()}
+	log := slog.New(correlation.Handler(slog.NewJSONHandler(out, nil)))
+	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), log: log, now: time.Now()}
 	b.redis = storetest.Redis(t)
 	if o.redisAddr != "" {
 		r, err := store.OpenRedis(store.RedisConfig{Addr: o.redisAddr, KeyPrefix: b.redis.Keys().Prefix(), Timeout: 500 * time.Millisecond})
