@@ -51,7 +51,7 @@ func TestImportGraph(t *testing.T) {
 		"store/keys":           {},
 		"store":                {"store/keys"},
 		"internal/correlation": {},
-		"internal/messaging":   {"topology"},
+		"internal/messaging":   {"topology", "internal/correlation"},
 		"handlers":             {"internal/messaging", "store", "store/keys", "topology"},
 		"internal/billing":     {"store"},
 	}
