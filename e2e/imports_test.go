@@ -47,12 +47,13 @@ func TestImportGraph(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 
 	allowed := map[string][]string{
-		"topology":           {},
-		"store/keys":         {},
-		"store":              {"store/keys"},
-		"internal/messaging": {"topology"},
-		"handlers":           {"internal/messaging", "store", "store/keys", "topology"},
-		"internal/billing":   {"store"},
+		"topology":             {},
+		"store/keys":           {},
+		"store":                {"store/keys"},
+		"internal/correlation": {},
+		"internal/messaging":   {"topology", "internal/correlation"},
+		"handlers":             {"internal/messaging", "store", "store/keys", "topology"},
+		"internal/billing":     {"store"},
 	}
 	for pkg, deps := range imports {
 		if want, ok := allowed[pkg]; ok {

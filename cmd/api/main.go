@@ -13,6 +13,7 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
 	if cfg.JWT.IsDefault {
-		log.Warn("ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
+		log.WarnContext(ctx, "ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
 	}
 	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
@@ -52,7 +53,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
-	}, httpapi.Deps{DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg})
+	}, httpapi.Deps{
+		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg,
+		Billing: billing.New(deps.DB, deps.Redis),
+	})
 	if err != nil {
 		return err
 	}
@@ -82,12 +86,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("api stopping: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout)
+	log.InfoContext(ctx, "api stopping: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	log.Info("api stopped")
+	log.InfoContext(ctx, "api stopped")
 	return nil
 }

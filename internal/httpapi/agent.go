@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -12,9 +13,12 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-func (s *Server) agentRoutes() {
-	s.Handle(Route{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: 16 << 10, Handle: s.agentUsage})
-	s.Handle(Route{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance})
+// Billing is what the agent endpoints need of internal/billing's Service:
+// pricing and charging a model call, and reading a user's balance.
+type Billing interface {
+	Charge(ctx context.Context, r billing.Request) (billing.Charge, error)
+	Balance(ctx context.Context, username string) (decimal.Decimal, error)
+	Pending(ctx context.Context, username string) (decimal.Decimal, error)
 }
 
 var (
@@ -75,7 +79,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	ch, err := s.billing.Charge(r.Context(), billing.Request{ID: req.RequestID, Username: req.Username, Model: req.ModelName,
+	ch, err := s.deps.Billing.Charge(r.Context(), billing.Request{ID: req.RequestID, Username: req.Username, Model: req.ModelName,
 		Tokens: billing.Tokens{Input: req.InputTokens, Cached: req.CachedTokens, Output: req.OutputTokens, Reasoning: req.ReasoningTokens}})
 	switch {
 	case errors.Is(err, billing.ErrNoBalance):
@@ -110,7 +114,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		// answer says so rather than claim a failure it did not have.
 		ledger = LedgerDeferred
 		s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and balance-sync will apply it",
-			"request_id", RequestID(r.Context()), "user", req.Username, "deduction", req.RequestID, "err", err)
+			"user", req.Username, "deduction", req.RequestID, "err", err)
 	}
 	return JSON(w, http.StatusOK, chargeAnswer{
 		RequestID:    req.RequestID,
@@ -164,14 +168,14 @@ type balanceAnswer struct {
 // its way to MySQL.
 func (s *Server) agentBalance(w http.ResponseWriter, r *http.Request) error {
 	p, _ := PrincipalFrom(r.Context())
-	bal, err := s.billing.Balance(r.Context(), p.Subject)
+	bal, err := s.deps.Billing.Balance(r.Context(), p.Subject)
 	switch {
 	case errors.Is(err, billing.ErrUnknownUser):
 		return Errorf(http.StatusNotFound, CodeNotFound, "no account for %s", p.Subject)
 	case err != nil:
 		return Unavailable("balance", err)
 	}
-	pending, err := s.billing.Pending(r.Context(), p.Subject)
+	pending, err := s.deps.Billing.Pending(r.Context(), p.Subject)
 	if err != nil {
 		return Unavailable("balance", err)
 	}

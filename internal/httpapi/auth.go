@@ -133,7 +133,7 @@ func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) 
 	st, err := s.deps.Redis.BanState(banCtx, p.Subject)
 	if err != nil {
 		s.metrics.banFailOpen.Inc()
-		s.deps.Log.WarnContext(ctx, "ban check failed; letting the request through", "request_id", RequestID(ctx), "sub", p.Subject, "err", err)
+		s.deps.Log.WarnContext(ctx, "ban check failed; letting the request through", "sub", p.Subject, "err", err)
 		return p, nil
 	}
 	banned := st.Banned

@@ -65,7 +65,7 @@ func (w *banWatch) bannedInMySQL(ctx context.Context, username string, redisSays
 	banned, err := store.BannedInMySQL(ctx, w.db, username)
 	if err != nil {
 		w.log.WarnContext(ctx, "ban check: Redis's ban list is behind and MySQL failed; keeping Redis's answer",
-			"request_id", RequestID(ctx), "sub", username, "redis_says_banned", redisSays, "err", err)
+			"sub", username, "redis_says_banned", redisSays, "err", err)
 		return redisSays
 	}
 	w.fromMySQL.Inc()

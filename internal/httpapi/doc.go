@@ -8,5 +8,7 @@
 //
 // Endpoints are Routes: a method, a path, who may call it, its limits and a
 // handler that returns an error; the platform turns errors into the model
-// {"error":{"code","message"}} with the right status.
+// {"error":{"code","message"}} with the right status. routes.go lists every
+// one. The domain services the handlers call (billing) come in through
+// Deps, built by cmd/api.
 package httpapi

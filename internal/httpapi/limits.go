@@ -69,7 +69,7 @@ func (s *Server) limit(r *http.Request, l Limit) error {
 	}
 	if err != nil {
 		s.metrics.limitFailOps.Inc()
-		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "request_id", RequestID(ctx), "limit", l.Name, "err", err)
+		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
 		return nil
 	}
 	if allowed {

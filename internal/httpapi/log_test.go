@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,21 +26,83 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// requestLines returns the "http request" lines logged until now, by request id.
-func (b *logBuffer) requestLines(t *testing.T) map[string]map[string]any {
+// lines returns the lines logged until now.
+func (b *logBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := map[string]map[string]any{}
+	var out []map[string]any
 	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc.Buffer(nil, 1<<20) // a panic's line holds its stack
 	for sc.Scan() {
 		var line map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Bytes())
+		out = append(out, line)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// requestLines returns the "http request" lines logged until now, by request id.
+func (b *logBuffer) requestLines(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, line := range b.lines(t) {
 		if line["msg"] == "http request" {
 			out[line["request_id"].(string)] = line
 		}
 	}
 	return out
+}
+
+// firstLine returns the first line logged with msg, waiting for it.
+func (b *logBuffer) firstLine(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	require.Eventually(t, func() bool {
+		for _, line := range b.lines(t) {
+			if line["msg"] == msg {
+				found = line
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond, "no line %q", msg)
+	return found
+}
+
+// A line logged with the request's context carries its id, though neither
+// the handler nor the platform adds it: the logger's handler does
+// (correlation.Handler), as in every binary. A panic's line carries it too.
+func TestLogLinesCarryTheRequestID(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	var b *testBundle
+	b = setup(t, options{logOut: logs, routes: []httpapi.Route{
+		{Method: http.MethodGet, Path: "/test/log", Handle: func(w http.ResponseWriter, r *http.Request) error {
+			b.log.InfoContext(r.Context(), "inside the handler", "n", 1)
+			return httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{Method: http.MethodGet, Path: "/test/panic", Handle: func(w http.ResponseWriter, r *http.Request) error {
+			panic("boom")
+		}},
+	}})
+	status, _, _ := b.do(t, http.MethodGet, "/test/log", "", "", "X-Request-Id", "log-inside")
+	require.Equal(t, http.StatusOK, status)
+	status, h, _ := b.do(t, http.MethodGet, "/test/panic", "", "", "X-Correlation-Id", "log-panic")
+	require.Equal(t, http.StatusInternalServerError, status)
+	require.Equal(t, "log-panic", h.Get("X-Request-Id"))
+
+	inside := logs.firstLine(t, "inside the handler")
+	require.Equal(t, "log-inside", inside["request_id"])
+	require.EqualValues(t, 1, inside["n"])
+	require.Equal(t, "log-panic", logs.firstLine(t, "handler panicked")["request_id"])
+	// One request_id per line: none is added by hand beside the handler's.
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, raw := range strings.Split(strings.TrimSpace(logs.buf.String()), "\n") {
+		require.LessOrEqual(t, strings.Count(raw, `"request_id":`), 1, raw)
+	}
 }
 
 // The request log names the caller of an authenticated route, and no one

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,16 +22,10 @@ var correlationHeaders = []string{"X-Request-Id", "X-Correlation-Id"}
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
 
-type requestIDKey struct{}
-
-// RequestID is the correlation id of the request ctx belongs to; it travels
-// in every log line of the request and in every message it causes.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
-// correlate takes the correlation id from the request, or makes one.
+// correlate takes the correlation id from the request, or makes one, and
+// puts it in the request's context (correlation.WithRequestID): the logger
+// adds it to every line logged with that context, and Publish sends it as
+// the trace id of every message the request causes.
 func (s *Server) correlate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id string
@@ -44,7 +39,7 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 			id = uuid.NewString()
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		next.ServeHTTP(w, r.WithContext(correlation.WithRequestID(r.Context(), id)))
 	})
 }
 
@@ -56,7 +51,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.deps.Log.ErrorContext(r.Context(), "handler panicked", "request_id", RequestID(r.Context()), "panic", v, "stack", string(debug.Stack()))
+				s.deps.Log.ErrorContext(r.Context(), "handler panicked", "panic", v, "stack", string(debug.Stack()))
 				writeError(w, Errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
 			}
 		}()
@@ -133,7 +128,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		s.metrics.seconds.WithLabelValues(route, r.Method).Observe(took.Seconds())
-		attrs := []any{"request_id", RequestID(r.Context()), "method", r.Method, "route", route, "path", r.URL.Path,
+		attrs := []any{"method", r.Method, "route", route, "path", r.URL.Path,
 			"status", status, "bytes", sw.bytes, "ms", float64(took.Microseconds()) / 1000, "ip", s.clientIP(r)}
 		if caller.set {
 			attrs = append(attrs, "sub", caller.p.Subject, "role", caller.p.Role)

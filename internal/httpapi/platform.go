@@ -12,22 +12,25 @@ import (
 // readyTimeout bounds each readiness check.
 const readyTimeout = 2 * time.Second
 
-func (s *Server) platformRoutes() {
-	s.Handle(Route{Method: http.MethodGet, Path: "/healthz", Handle: func(w http.ResponseWriter, r *http.Request) error {
-		return JSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}})
-	s.Handle(Route{Method: http.MethodGet, Path: "/readyz", Handle: s.ready})
-	metrics := promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})
-	s.Handle(Route{Method: http.MethodGet, Path: "/metrics", Handle: func(w http.ResponseWriter, r *http.Request) error {
-		metrics.ServeHTTP(w, r)
+// healthz answers 200 while the process serves.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// serveMetrics returns the handler of the Prometheus registry's metrics.
+func (s *Server) serveMetrics() HandlerFunc {
+	h := promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
 		return nil
-	}})
-	s.Handle(Route{Method: http.MethodGet, Path: "/openapi.json", Handle: func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(openAPIJSON)
-		return err
-	}})
-	s.Handle(Route{Method: http.MethodGet, Path: "/v1/me", Roles: Roles, Handle: s.me})
+	}
+}
+
+// openAPI serves openapi.yaml as JSON.
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openAPIJSON)
+	return err
 }
 
 // ready answers 200 when MySQL, Redis and RabbitMQ all answer, else 503

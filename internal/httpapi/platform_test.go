@@ -48,6 +48,7 @@ func TestOpenAPIListsExactlyTheRoutesServed(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(served)
 	require.Equal(t, served, documented)
+	require.Len(t, b.srv.Routes(), len(served), "a route is in the table once")
 	// Each documented operation that needs a token declares it.
 	for _, rt := range b.srv.Routes() {
 		op := doc.Paths.Find(rt.Path).GetOperation(rt.Method)

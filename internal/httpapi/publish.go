@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/topology"
 )
@@ -18,7 +19,7 @@ func (s *Server) Publish(r *http.Request, m topology.Message, o messaging.Option
 		return Unavailable("publish", errors.New("no publisher"))
 	}
 	if o.TraceID == "" {
-		o.TraceID = RequestID(r.Context())
+		o.TraceID = correlation.RequestID(r.Context())
 	}
 	err := s.deps.Publisher.Publish(r.Context(), m, o)
 	var fe *topology.FieldError

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/go-chi/chi/v5"
@@ -31,11 +30,13 @@ type Config struct {
 	BanCheckInterval time.Duration // how often WatchBans compares Redis's ban list with MySQL's
 }
 
-// Deps are the services the platform and its endpoints use.
+// Deps are the services the platform and its endpoints use. cmd/api builds
+// them; the server constructs no domain service of its own.
 type Deps struct {
 	DB        *gorm.DB
 	Redis     *store.Redis
-	Publisher *messaging.Publisher
+	Publisher *messaging.Publisher // nil: every publish is a 503
+	Billing   Billing              // the agent endpoints' pricing and deduction
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now
@@ -61,21 +62,19 @@ type Server struct {
 	cfg     Config
 	deps    Deps
 	router  chi.Router
-	routes  []Route
+	served  []Route
 	metrics *httpMetrics
 	auth    *authenticator
-	billing *billing.Service
 	bans    *banWatch
 }
 
-// New returns a Server with the platform's own routes (health, readiness,
-// metrics, OpenAPI) registered.
+// New returns a Server serving every route of the table in routes.go.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("httpapi: a JWT secret is required")
 	}
-	if deps.DB == nil || deps.Redis == nil || deps.Log == nil || deps.Registry == nil {
-		return nil, errors.New("httpapi: DB, Redis, Log and Registry are required")
+	if deps.DB == nil || deps.Redis == nil || deps.Billing == nil || deps.Log == nil || deps.Registry == nil {
+		return nil, errors.New("httpapi: DB, Redis, Billing, Log and Registry are required")
 	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
 	cfg.JWTLeeway = cmp.Or(cfg.JWTLeeway, JWTLeewayDefault)
@@ -86,27 +85,28 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry)}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
-	s.router.Use(s.recoverer, s.correlate, s.observe)
+	s.router.Use(s.correlate, s.recoverer, s.observe) // correlate first: a panic's line carries the request id
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})
 	s.router.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	s.billing = billing.New(deps.DB, deps.Redis)
-	s.platformRoutes()
-	s.agentRoutes()
+	for _, rt := range s.routes() {
+		s.Handle(rt)
+	}
 	return s, nil
 }
 
-// Handle registers a route.
+// Handle registers a route. The API's endpoints are the table in routes.go;
+// Handle serves one beyond it, for tests that need an endpoint of their own.
 func (s *Server) Handle(rt Route) {
-	s.routes = append(s.routes, rt)
+	s.served = append(s.served, rt)
 	s.router.Method(rt.Method, rt.Path, s.chain(rt))
 }
 
 // Routes lists the routes registered, in order.
-func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+func (s *Server) Routes() []Route { return append([]Route(nil), s.served...) }
 
 // Router is the chi router, for route walking in tests.
 func (s *Server) Router() chi.Routes { return s.router }
@@ -155,7 +155,7 @@ func (s *Server) chain(rt Route) http.Handler {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := writeError(w, err)
 	if e.Status >= 500 {
-		s.deps.Log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "status", e.Status, "err", err)
+		s.deps.Log.ErrorContext(r.Context(), "request failed", "status", e.Status, "err", err)
 	}
 }
 

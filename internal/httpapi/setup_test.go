@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -32,6 +34,7 @@ type testBundle struct {
 	pub   *messaging.Publisher
 	tp    *topology.Topology
 	reg   *prometheus.Registry
+	log   *slog.Logger // the server's: as cmd/api's, it adds the correlation ids
 	now   time.Time
 }
 
@@ -49,11 +52,12 @@ func setup(t *testing.T, o options) *testBundle {
 	_, prefix := storetest.AMQP(t)
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var out io.Writer = io.Discard
 	if o.logOut != nil {
-		log = slog.New(slog.NewJSONHandler(o.logOut, nil))
+		out = o.logOut
 	}
-	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), now: time.Now()}
+	log := slog.New(correlation.Handler(slog.NewJSONHandler(out, nil)))
+	b := &testBundle{db: storetest.MySQL(t), tp: tp, reg: prometheus.NewRegistry(), log: log, now: time.Now()}
 	b.redis = storetest.Redis(t)
 	if o.redisAddr != "" {
 		r, err := store.OpenRedis(store.RedisConfig{Addr: o.redisAddr, KeyPrefix: b.redis.Keys().Prefix(), Timeout: 500 * time.Millisecond})
@@ -69,7 +73,7 @@ func setup(t *testing.T, o options) *testBundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod},
-		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Log: log, Registry: b.reg})
+		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg})
 	require.NoError(t, err)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/topology"
 )
 
@@ -61,8 +62,10 @@ func (d Delivery) copyHeaders() map[string]string {
 
 type deliveryKey struct{}
 
+// withDelivery returns ctx carrying d, and d's trace id for the logger
+// (correlation.WithTraceID): each line logged with ctx carries it.
 func withDelivery(ctx context.Context, d Delivery) context.Context {
-	return context.WithValue(ctx, deliveryKey{}, d)
+	return correlation.WithTraceID(context.WithValue(ctx, deliveryKey{}, d), d.TraceID)
 }
 
 // WithDelivery returns ctx carrying d, as the consumer hands a delivery to

@@ -61,6 +61,7 @@ func NewFlow(cfg FlowConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow
 func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 	return func(ctx context.Context, msg *message.Message) error {
 		d := newDelivery(msg, dom, dom.Queue)
+		ctx = withDelivery(ctx, d) // the flow's lines carry the trace id as the handler's do
 		began := time.Now()
 		err := f.call(ctx, h, d)
 		took := time.Since(began)
@@ -69,31 +70,31 @@ func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 			return nil
 		}
 		// Built only here: the success path, by far the common one, logs nothing.
-		log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "trace_id", d.TraceID, "retry", d.Retry)
+		log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "retry", d.Retry)
 		if ctx.Err() != nil {
 			// The consumer is shutting down past its timeout: the failure is
 			// the shutdown's, not the message's. Requeue it as it was.
-			log.Warn("handler canceled by shutdown; requeueing the delivery", "err", err)
+			log.WarnContext(ctx, "handler canceled by shutdown; requeueing the delivery", "err", err)
 			f.metrics.handled(dom.Name, OutcomeRequeued, took)
 			return err
 		}
 		if !dom.HasRetry() {
-			log.Error("handler failed; the domain has no retry", "err", err)
+			log.ErrorContext(ctx, "handler failed; the domain has no retry", "err", err)
 			f.metrics.handled(dom.Name, OutcomeFailed, took)
 			return nil
 		}
 		out, outcome := d.retryCopy(dom, err)
 		if perr := f.pub.Send(context.WithoutCancel(ctx), out); perr != nil {
-			log.Error("could not publish the copy; requeueing the delivery", "err", err, "publish_err", perr)
+			log.ErrorContext(ctx, "could not publish the copy; requeueing the delivery", "err", err, "publish_err", perr)
 			f.metrics.handled(dom.Name, OutcomeRequeued, took)
 			pause(ctx, f.delay)
 			return perr
 		}
 		f.metrics.handled(dom.Name, outcome, took)
 		if outcome == OutcomeDead {
-			log.Error("message sent to the DLQ", "err", err, "reason", out.Headers[HeaderDeadReason])
+			log.ErrorContext(ctx, "message sent to the DLQ", "err", err, "reason", out.Headers[HeaderDeadReason])
 		} else {
-			log.Warn("message sent to the retry queue", "err", err, "next_retry", d.Retry+1, "delay", dom.Retry.Delay)
+			log.WarnContext(ctx, "message sent to the retry queue", "err", err, "next_retry", d.Retry+1, "delay", dom.Retry.Delay)
 		}
 		return nil
 	}
@@ -109,14 +110,15 @@ func (f *Flow) Main(dom topology.Domain, h HandlerFunc) RouteFunc {
 func (f *Flow) DLQ(dom topology.Domain, h HandlerFunc) RouteFunc {
 	return func(ctx context.Context, msg *message.Message) error {
 		d := newDelivery(msg, dom, dom.DLQ)
+		ctx = withDelivery(ctx, d)
 		began := time.Now()
 		if err := f.call(ctx, h, d); err != nil {
 			log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "bytes", len(d.Body), "err", err)
 			if IsPermanent(err) {
-				log.Error("dead message cannot be stored whole; it stays in the DLQ and is tried again")
+				log.ErrorContext(ctx, "dead message cannot be stored whole; it stays in the DLQ and is tried again")
 				f.metrics.handled(dom.Name, OutcomeFailed, time.Since(began))
 			} else {
-				log.Error("could not store a dead message; requeueing it")
+				log.ErrorContext(ctx, "could not store a dead message; requeueing it")
 				f.metrics.handled(dom.Name, OutcomeRequeued, time.Since(began))
 			}
 			pause(ctx, f.delay)
@@ -127,14 +129,14 @@ func (f *Flow) DLQ(dom topology.Domain, h HandlerFunc) RouteFunc {
 	}
 }
 
-// call runs h with the delivery in its context and a timeout, turning a panic
-// into an error so that it is retried like one.
+// call runs h with a timeout, turning a panic into an error so that it is
+// retried like one. ctx carries the delivery (withDelivery).
 func (f *Flow) call(ctx context.Context, h HandlerFunc, d Delivery) (err error) {
-	ctx, cancel := context.WithTimeout(withDelivery(ctx, d), f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			f.log.Error("handler panicked", "message_id", d.MessageID, "panic", r, "stack", string(debug.Stack()))
+			f.log.ErrorContext(ctx, "handler panicked", "message_id", d.MessageID, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()

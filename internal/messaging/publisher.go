@@ -169,7 +169,7 @@ func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, ms
 	err = p.link.publish(ctx, exchange, routingKey, pub)
 	p.metrics.published(exchange, routingKey, err, time.Since(began))
 	if err != nil {
-		p.log.Warn("publish failed", "routing_key", routingKey, "message_id", msg.UUID, "err", err)
+		p.log.WarnContext(ctx, "publish failed", "routing_key", routingKey, "message_id", msg.UUID, "err", err)
 		return fmt.Errorf("messaging: publish %s to %s: %w", msg.UUID, routingKey, err)
 	}
 	return nil

@@ -10,20 +10,24 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/eisland/isle/internal/correlation"
 )
 
 // StartupWait bounds how long a binary waits for a service that is not up yet
 // (e.g. containers starting together) before giving up.
 const StartupWait = 60 * time.Second
 
-// NewLogger returns the binary's structured logger; every line carries the binary's name.
+// NewLogger returns the binary's structured logger; every line carries the
+// binary's name, and a line logged with a context (InfoContext, ...) the
+// request id and trace id it carries (correlation.Handler).
 func NewLogger(w io.Writer, level slog.Level, format, binary string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: readableDuration}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(h).With("bin", binary)
+	return slog.New(correlation.Handler(h)).With("bin", binary)
 }
 
 // readableDuration logs a duration as text ("1.5s"): the JSON handler

@@ -1,0 +1,25 @@
+package httpapi
+
+import "net/http"
+
+// agentUsageMaxBody bounds a charge's body: one small JSON record.
+const agentUsageMaxBody = 16 << 10
+
+// routes is every endpoint the API serves: who may call it, its limits and
+// body limit, and its handler, which lives in its domain's file. An
+// endpoint is one line here and its entry in openapi.yaml;
+// TestOpenAPIListsExactlyTheRoutesServed fails when the two differ.
+func (s *Server) routes() []Route {
+	return []Route{
+		// The platform's own.
+		{Method: http.MethodGet, Path: "/healthz", Handle: s.healthz},
+		{Method: http.MethodGet, Path: "/readyz", Handle: s.ready},
+		{Method: http.MethodGet, Path: "/metrics", Handle: s.serveMetrics()},
+		{Method: http.MethodGet, Path: "/openapi.json", Handle: s.openAPI},
+		{Method: http.MethodGet, Path: "/v1/me", Roles: Roles, Handle: s.me},
+
+		// Agent billing (agent.go).
+		{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: agentUsageMaxBody, Handle: s.agentUsage},
+		{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance},
+	}
+}
