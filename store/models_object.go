@@ -19,20 +19,17 @@ type StoredObject struct {
 
 func (StoredObject) TableName() string { return "stored_object" }
 
-// ObjectOutbox is a row of object_outbox, written with its object.
+// ObjectOutbox is a row of object_outbox, written with its object: the
+// relay that claims it creates the object's ReplicationTask and publishes
+// the task's ObjectReplicationMessage with Priority (doc/outbox.md).
 type ObjectOutbox struct {
-	ID          uint64     `gorm:"column:id;primaryKey"`
-	ObjectID    uint64     `gorm:"column:object_id"`
-	EventType   string     `gorm:"column:event_type"`
-	Priority    uint8      `gorm:"column:priority"`
-	TraceID     string     `gorm:"column:trace_id"`
-	Status      string     `gorm:"column:status"`
-	ClaimedBy   *string    `gorm:"column:claimed_by"`
-	LeaseUntil  *time.Time `gorm:"column:lease_until"`
-	Attempts    int        `gorm:"column:attempts"`
-	LastError   *string    `gorm:"column:last_error"`
-	PublishedAt *time.Time `gorm:"column:published_at"`
-	CreatedAt   time.Time  `gorm:"column:created_at"`
+	ID        uint64 `gorm:"column:id;primaryKey"`
+	ObjectID  uint64 `gorm:"column:object_id"`
+	EventType string `gorm:"column:event_type"`
+	Priority  uint8  `gorm:"column:priority"`
+	TraceID   string `gorm:"column:trace_id"`
+	OutboxClaim
+	CreatedAt time.Time `gorm:"column:created_at"`
 }
 
 func (ObjectOutbox) TableName() string { return "object_outbox" }

@@ -1,9 +1,8 @@
 -- deduct.lua — seed 000 "Lua Deduction Script" (cap at zero), with exact
 -- decimal arithmetic and an idempotency record (SPEC 6).
 --
--- Balances are decimal strings with 8 places ("1234.56789012"). Lua numbers are
--- doubles, so the script never converts a balance to one number: it keeps the
--- whole fen and the 8 fractional digits as two integers, exact up to 15 whole digits.
+-- Balances are decimal strings with 8 places, never doubles: the arithmetic
+-- is lib/money.lua's, which store/scripts.go prepends to this script.
 --
 -- KEYS[1] agent:balance:{username}   decimal string
 -- KEYS[2] agent:pending:{username}   hash: deduction id -> "deducted|nowMs|ref|hash|usage"
@@ -25,17 +24,6 @@
 --         "DUP|balance|deducted|ref" this id ran before with this body (or a body of unknown
 --         hash): nothing changed; the current balance, what the first run deducted and its ref,
 --         "CONFLICT|deducted" this id ran before with another body: nothing changed.
-
-local function parse(s)
-  if type(s) ~= 'string' then return nil end
-  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
-  if w == nil or #w > 15 or #f > 8 then return nil end
-  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
-end
-
-local function fmt(w, f)
-  return string.format('%d.%08d', w, f)
-end
 
 -- The marker, or while the deduction is pending its record, proves an
 -- earlier run: the marker may be gone (expired while the record waited, or
@@ -74,13 +62,10 @@ end
 
 -- deducted = min(balance, amount)
 local dw, df = aw, af
-if bw < aw or (bw == aw and bf < af) then
+if less(bw, bf, aw, af) then
   dw, df = bw, bf
 end
-local nw, nf = bw - dw, bf - df
-if nf < 0 then
-  nw, nf = nw - 1, nf + 100000000
-end
+local nw, nf = sub(bw, bf, dw, df)
 
 local ded = fmt(dw, df)
 redis.call('SET', KEYS[1], fmt(nw, nf))

@@ -21,13 +21,7 @@
 --           loss wiped them, and without them a client retrying such a request would be charged again.
 -- Returns "EXISTS" (someone initialised it first; nothing changed),
 --         "-2" malformed input, or "INIT|balance" (the balance set).
-
-local function parse(s)
-  if type(s) ~= 'string' then return nil end
-  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
-  if w == nil or #w > 15 or #f > 8 then return nil end
-  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
-end
+-- The decimal arithmetic is lib/money.lua's, prepended by store/scripts.go.
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 'EXISTS'
@@ -46,19 +40,15 @@ for i = 1, #late, 2 do
   if kind and aw and tonumber(id) > read then
     entries = entries + 1
     if kind == 'C' then
-      bw, bf = bw + aw, bf + af
-      if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
-    elseif bw > aw or (bw == aw and bf >= af) then
-      bw, bf = bw - aw, bf - af
-      if bf < 0 then bw, bf = bw - 1, bf + 100000000 end
+      bw, bf = add(bw, bf, aw, af)
     else
-      bw, bf = 0, 0
+      bw, bf = take(bw, bf, aw, af)
     end
   end
 end
 redis.call('DEL', KEYS[3])
 
-local bal = string.format('%d.%08d', bw, bf)
+local bal = fmt(bw, bf)
 redis.call('SET', KEYS[1], bal)
 redis.call('SET', KEYS[2], ARGV[2] .. '|' .. ARGV[3])
 redis.call('SET', KEYS[4], entries)

@@ -24,13 +24,7 @@
 -- ARGV[4] marker TTL, seconds
 -- Returns "NONE" (no pending record), "CLEARED", "REFUNDED|amount", or "-2"
 -- (the balance or the record is malformed: nothing changed).
-
-local function parse(s)
-  if type(s) ~= 'string' then return nil end
-  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
-  if w == nil or #w > 15 or #f > 8 then return nil end
-  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
-end
+-- The decimal arithmetic is lib/money.lua's, prepended by store/scripts.go.
 
 local ttl = tonumber(ARGV[4])
 local rec = redis.call('HGET', KEYS[2], ARGV[1])
@@ -70,9 +64,7 @@ if bal then
   if bw == nil then
     return '-2'
   end
-  bw, bf = bw + aw, bf + af
-  if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
-  redis.call('SET', KEYS[1], string.format('%d.%08d', bw, bf))
+  redis.call('SET', KEYS[1], fmt(add(bw, bf, aw, af)))
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)

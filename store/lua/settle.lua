@@ -37,13 +37,7 @@
 --         take (it stops at zero): after a Redis loss the restored balance
 --         does not know deductions still in flight, and may be spent before
 --         they land.
-
-local function parse(s)
-  if type(s) ~= 'string' then return nil end
-  local w, f = string.match(s, '^(%d+)%.?(%d*)$')
-  if w == nil or #w > 15 or #f > 8 then return nil end
-  return tonumber(w), tonumber(f .. string.rep('0', 8 - #f))
-end
+-- The decimal arithmetic is lib/money.lua's, prepended by store/scripts.go.
 
 local ttl = tonumber(ARGV[5])
 local aw, af = parse(ARGV[3])
@@ -74,9 +68,7 @@ if ARGV[1] == 'D' then
       return '-2'
     end
     if bal then -- a missing balance is initialised from MySQL, which never had this charge
-      bw, bf = bw + rw, bf + rf
-      if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
-      redis.call('SET', KEYS[1], string.format('%d.%08d', bw, bf))
+      redis.call('SET', KEYS[1], fmt(add(bw, bf, rw, rf)))
     end
     redis.call('HDEL', KEYS[2], ARGV[2])
     redis.call('SET', KEYS[5], string.lower(reflected), 'EX', ttl)
@@ -110,18 +102,12 @@ if bw == nil then
 end
 local uw, uf = 0, 0
 if ARGV[1] == 'C' then
-  bw, bf = bw + aw, bf + af
-  if bf >= 100000000 then bw, bf = bw + 1, bf - 100000000 end
-elseif bw > aw or (bw == aw and bf >= af) then
-  bw, bf = bw - aw, bf - af
-  if bf < 0 then bw, bf = bw - 1, bf + 100000000 end
+  bw, bf = add(bw, bf, aw, af)
 else
-  uw, uf = aw - bw, af - bf
-  if uf < 0 then uw, uf = uw - 1, uf + 100000000 end
-  bw, bf = 0, 0
+  bw, bf, uw, uf = take(bw, bf, aw, af)
 end
-bal = string.format('%d.%08d', bw, bf)
+bal = fmt(bw, bf)
 redis.call('SET', KEYS[1], bal)
 redis.call('SET', KEYS[5], 'applied', 'EX', ttl)
 if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('INCR', KEYS[7]) end
-return 'APPLIED|' .. bal .. '|' .. string.format('%d.%08d', uw, uf)
+return 'APPLIED|' .. bal .. '|' .. fmt(uw, uf)
