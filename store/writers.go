@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/eisland/isle/internal/groupcommit"
 	"gorm.io/gorm"
 )
 
@@ -19,17 +20,17 @@ type OnBatch func(batcher string, n int)
 // arrive queue up and go together in the next, so N handlers share one
 // transaction instead of N. Close it after the consumers stopped.
 type LedgerWriter struct {
-	debits  *Batcher[Debit, DebitResult]
-	settled *Batcher[EntryKey, struct{}]
+	debits  *groupcommit.Batcher[Debit, DebitResult]
+	settled *groupcommit.Batcher[EntryKey, struct{}]
 }
 
 // NewLedgerWriter returns a writer over db.
 func NewLedgerWriter(db *gorm.DB, observe OnBatch) *LedgerWriter {
 	w := &LedgerWriter{
-		debits: NewBatcher(WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
+		debits: groupcommit.New(WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
 			return ApplyDebits(ctx, db, ds)
 		}),
-		settled: NewBatcher(WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
+		settled: groupcommit.New(WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
 			return make([]struct{}, len(es)), MarkSettled(ctx, db, es...)
 		}),
 	}
@@ -63,12 +64,12 @@ func (w *LedgerWriter) Close() {
 // UsageWriter counts usages once for concurrent consumers (ApplyUsage),
 // group-committed like LedgerWriter.
 type UsageWriter struct {
-	usage *Batcher[Usage, bool]
+	usage *groupcommit.Batcher[Usage, bool]
 }
 
 // NewUsageWriter returns a writer over db.
 func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
-	w := &UsageWriter{usage: NewBatcher(WriterBatchMax, func(ctx context.Context, us []Usage) ([]bool, error) {
+	w := &UsageWriter{usage: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]bool, error) {
 		return ApplyUsage(ctx, db, us)
 	})}
 	w.usage.Observe = observing(observe, "usage")

@@ -1,4 +1,8 @@
-package store
+// Package groupcommit groups concurrent calls into one call of a flush
+// function: while one batch is flushed (a MySQL transaction commits), the
+// calls that arrive queue up and go together in the next. It knows nothing
+// of Isle; store's writers build on it.
+package groupcommit
 
 import (
 	"context"
@@ -8,7 +12,7 @@ import (
 )
 
 // ErrBatcherClosed is returned by Do after Close.
-var ErrBatcherClosed = errors.New("store: batcher closed")
+var ErrBatcherClosed = errors.New("groupcommit: batcher closed")
 
 // Batcher groups concurrent calls into one call of flush: while one batch
 // commits, the calls that arrive queue up and go together in the next. With N
@@ -40,9 +44,9 @@ type result[R any] struct {
 	err error
 }
 
-// NewBatcher starts a batcher of at most max items per flush. flush must
+// New starts a batcher of at most max items per flush. flush must
 // return one R per Q, in order, or an error for all of them.
-func NewBatcher[Q, R any](max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
+func New[Q, R any](max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
 	b := &Batcher[Q, R]{flush: flush, max: max, in: make(chan call[Q, R], max), stop: make(chan struct{}), exited: make(chan struct{})}
 	go b.loop()
 	return b
@@ -134,7 +138,7 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 	defer cancel()
 	rs, err := b.flush(ctx, qs)
 	if err == nil && len(rs) != len(qs) {
-		err = errors.New("store: batch flush returned the wrong number of results")
+		err = errors.New("groupcommit: flush returned the wrong number of results")
 	}
 	if err != nil && len(batch) > 1 {
 		// One bad item must not fail the others: go again one by one, so

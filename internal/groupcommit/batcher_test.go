@@ -1,4 +1,4 @@
-package store_test
+package groupcommit_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/internal/groupcommit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +16,7 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
-	b := store.NewBatcher(8, func(ctx context.Context, qs []string) ([]string, error) {
+	b := groupcommit.New(8, func(ctx context.Context, qs []string) ([]string, error) {
 		time.Sleep(10 * time.Millisecond) // a commit
 		if slices.Contains(qs, "bad") {
 			return nil, errors.New("bad row")
@@ -54,5 +54,5 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 
 	b.Close()
 	_, err := b.Do(context.Background(), "late")
-	require.ErrorIs(t, err, store.ErrBatcherClosed)
+	require.ErrorIs(t, err, groupcommit.ErrBatcherClosed)
 }
