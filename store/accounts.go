@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 )
@@ -33,9 +34,9 @@ func CreateUser(ctx context.Context, db *gorm.DB, username, email string, openin
 	if email != "" {
 		u.Email = &email
 	}
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		if err := tx.Omit("created_at", "updated_at", "pro_expire_at").Create(&u).Error; err != nil {
-			if IsDuplicate(err) {
+			if sqltx.IsDuplicate(err) {
 				return fmt.Errorf("%w: %s", ErrUserExists, username)
 			}
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -139,7 +140,7 @@ func Ban(ctx context.Context, db *gorm.DB, r *Redis, username, reason string) er
 		return errors.New("store: ban: empty username")
 	}
 	var gen int64
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		var err error
 		if gen, err = nextBanGeneration(tx); err != nil {
 			return err
@@ -165,7 +166,7 @@ func Unban(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, e
 		gen int64
 		was bool
 	)
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		var err error
 		if gen, err = nextBanGeneration(tx); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
@@ -43,7 +44,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	}
 	var res CreditResult
 	var row LedgerEntry // the recharge's ledger row, written now or before
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		accounts, err := lockBalances(tx, []string{c.Username})
 		if err != nil {
 			return err
@@ -100,7 +101,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 // balance (SPEC 6.5): every correction is a ledger row.
 func Adjust(ctx context.Context, db *gorm.DB, username, id string, delta, readBalance decimal.Decimal, readSeq uint64, reason string) (uint64, error) {
 	var seq uint64
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		accounts, err := lockBalances(tx, []string{username})
 		if err != nil {
 			return err

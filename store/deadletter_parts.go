@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
@@ -173,7 +174,7 @@ const (
 // unstorable reports whether err says the database cannot keep the message
 // as it is (rather than being down, locked or slow).
 func unstorable(err error) bool {
-	switch errNum(err) {
+	switch sqltx.ErrNum(err) {
 	case errNumRowTooBig, errNumPacketTooLarge, errNumBadString, errNumDataTooLong:
 		return true
 	}

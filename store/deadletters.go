@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"gorm.io/gorm"
 )
 
@@ -60,9 +61,9 @@ func SaveDeadLetter(ctx context.Context, db *gorm.DB, table string, dl *DeadLett
 		return false, errors.New("store: dead letter needs a dedup key and a queue name")
 	}
 	row, parts := layout(dl)
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		if err := tx.Table(table).Omit("id", "created_at").Create(&row).Error; err != nil {
-			if IsDuplicate(err) {
+			if sqltx.IsDuplicate(err) {
 				return errStoredBefore
 			}
 			return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -54,7 +55,7 @@ type DebitResult struct {
 // whole transaction.
 func ApplyDebits(ctx context.Context, db *gorm.DB, debits []Debit) ([]DebitResult, error) {
 	var results []DebitResult
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		var err error
 		results, err = applyDebits(tx, debits)
 		return err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -29,7 +30,7 @@ type Usage struct {
 // It returns, for each usage, whether this call counted it.
 func ApplyUsage(ctx context.Context, db *gorm.DB, us []Usage) ([]bool, error) {
 	counted := make([]bool, len(us))
-	err := Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		clear(counted)
 		ids := make([]string, len(us))
 		for i, u := range us {

@@ -1,4 +1,4 @@
-package store_test
+package sqltx_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -17,16 +17,16 @@ func TestTransactCommitsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	db := storetest.MySQL(t)
 	ctx := context.Background()
-	require.NoError(t, store.Transact(ctx, db, func(tx *gorm.DB) error {
+	require.NoError(t, sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		return tx.Exec("INSERT INTO user_account (username) VALUES ('kept')").Error
 	}))
 	boom := errors.New("boom")
-	require.ErrorIs(t, store.Transact(ctx, db, func(tx *gorm.DB) error {
+	require.ErrorIs(t, sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		require.NoError(t, tx.Exec("INSERT INTO user_account (username) VALUES ('dropped')").Error)
 		return boom
 	}), boom)
 	require.Panics(t, func() {
-		_ = store.Transact(ctx, db, func(tx *gorm.DB) error {
+		_ = sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 			require.NoError(t, tx.Exec("INSERT INTO user_account (username) VALUES ('panicked')").Error)
 			panic("handler bug")
 		})
@@ -48,7 +48,7 @@ func TestTransactRetriesDeadlocks(t *testing.T) {
 	var both sync.WaitGroup
 	both.Add(2)
 	transfer := func(first, second string) error {
-		return store.Transact(ctx, db, func(tx *gorm.DB) error {
+		return sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 			n := attempts.Add(1)
 			if err := tx.Exec("UPDATE user_account SET balance_fen = balance_fen + 1 WHERE username = ?", first).Error; err != nil {
 				return err

@@ -1,4 +1,8 @@
-package store
+// Package sqltx runs MySQL transactions through gorm: Transact commits or
+// rolls back and re-runs one that hit a deadlock or a lock-wait timeout;
+// the error helpers tell those and unique-key violations apart. It knows
+// nothing of Isle.
+package sqltx
 
 import (
 	"context"
@@ -26,7 +30,7 @@ func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) erro
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("store: transaction: %w (after %v)", ctx.Err(), err)
+			return fmt.Errorf("sqltx: transaction: %w (after %v)", ctx.Err(), err)
 		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
 		}
 	}
@@ -43,16 +47,17 @@ const (
 // Retryable reports whether err is a deadlock or lock-wait timeout, after
 // which the whole transaction may be run again.
 func Retryable(err error) bool {
-	n := errNum(err)
+	n := ErrNum(err)
 	return n == ErrNumDeadlock || n == ErrNumLockTimeout
 }
 
 // IsDuplicate reports whether err is a unique-key violation.
 func IsDuplicate(err error) bool {
-	return errNum(err) == ErrNumDuplicate || errors.Is(err, gorm.ErrDuplicatedKey)
+	return ErrNum(err) == ErrNumDuplicate || errors.Is(err, gorm.ErrDuplicatedKey)
 }
 
-func errNum(err error) uint16 {
+// ErrNum is the MySQL error number of err, or 0.
+func ErrNum(err error) uint16 {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number
