@@ -34,8 +34,6 @@ var (
 	deductScript       = script("deduct.lua", moneyLib)
 	tokenBucketScript  = script("token_bucket.lua")
 	incrWindowScript   = script("incr_window.lua")
-	unlockScript       = script("unlock.lua")
-	renewScript        = script("renew.lua")
 	slidingScript      = script("sliding_window.lua")
 	initBalanceScript  = script("init_balance.lua", moneyLib)
 	settleScript       = script("settle.lua", moneyLib)

@@ -37,13 +37,11 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 		"deduct.lua":         deductScript,
 		"incr_window.lua":    incrWindowScript,
 		"init_balance.lua":   initBalanceScript,
-		"renew.lua":          renewScript,
 		"reset_balance.lua":  resetBalanceScript,
 		"resettle.lua":       resettleScript,
 		"settle.lua":         settleScript,
 		"sliding_window.lua": slidingScript,
 		"token_bucket.lua":   tokenBucketScript,
-		"unlock.lua":         unlockScript,
 	}
 	var scripts, users []string
 	// The directory as it is, not the embedded files: a .lua file the embed

@@ -242,32 +242,6 @@ func TestIncrWindow(t *testing.T) {
 	require.Greater(t, ttl, time.Duration(0))
 }
 
-func TestLock(t *testing.T) {
-	t.Parallel()
-	r := storetest.Redis(t)
-	ctx := context.Background()
-	c := r.Client(keys.DBPayment)
-	key := r.Keys().OrderCreateLock("pro-month", "alice")
-	l, err := store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
-	require.NoError(t, err)
-	_, err = store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
-	require.ErrorIs(t, err, store.ErrLockHeld)
-
-	// The lock expires and passes to another holder; the first may not release it.
-	require.NoError(t, c.Del(ctx, key).Err())
-	other, err := store.AcquireLock(ctx, c, key, keys.PaymentLockTTL)
-	require.NoError(t, err)
-	released, err := l.Release(ctx)
-	require.NoError(t, err)
-	require.False(t, released, "a stale holder's release is a no-op")
-	require.Equal(t, other.Token(), c.Get(ctx, key).Val())
-
-	released, err = other.Release(ctx)
-	require.NoError(t, err)
-	require.True(t, released)
-	require.Zero(t, c.Exists(ctx, key).Val())
-}
-
 // deduct.lua's idempotency marker keeps the first charge's amount, ref and
 // request hash: the same id answers a replay with them, or a conflict for
 // another body; a marker of an older build (amount only) answers a replay.

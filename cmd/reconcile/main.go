@@ -22,10 +22,10 @@ import (
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/rabbitadmin"
 	"github.com/eisland/isle/internal/reconcile"
-	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if rc.BackfillEnabled {
 		log.Warn("OBJECT_REPLICATION_BACKFILL_ENABLED is set, but this build has no replication-backfill job yet")
 	}
-	lease := store.NewLease(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
+	lease := lease.New(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
 	leader := reconcile.NewLeader(lease, log)
 	sched, err := reconcile.NewScheduler(leader, deps.Redis, metrics, log, schedules...)
 	if err != nil {

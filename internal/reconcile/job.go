@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 )
@@ -27,13 +28,13 @@ type Job interface {
 var ErrBusy = errors.New("reconcile: the job is running elsewhere")
 
 // jobLockTTL bounds how long a crashed runner keeps a job locked; a live
-// runner renews the lock at a third of it (store.Lease.Hold).
+// runner renews the lock at a third of it (lease.Lease.Hold).
 const jobLockTTL = time.Minute
 
 // RunJob runs job once under its lock (isle:job-lock:{job}), logging and
 // counting the result. ErrBusy means another runner holds the lock.
 func RunJob(ctx context.Context, rdb *store.Redis, job Job, m *Metrics, log *slog.Logger) (Result, error) {
-	lock := store.NewLease(rdb.Client(keys.JobLock.DB), rdb.Keys().JobLock(job.Name()), jobLockTTL)
+	lock := lease.New(rdb.Client(keys.JobLock.DB), rdb.Keys().JobLock(job.Name()), jobLockTTL)
 	held, err := lock.Acquire(ctx)
 	if err != nil {
 		return nil, err

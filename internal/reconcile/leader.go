@@ -6,21 +6,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/internal/lease"
 )
 
 // Leader keeps trying to hold a lease and renews it while it does. Jobs run
 // under Context(): when the lease is lost (not renewed in time, or taken
 // over), that context is canceled and running jobs stop.
 type Leader struct {
-	lease *store.Lease
+	lease *lease.Lease
 	log   *slog.Logger
 	mu    sync.Mutex
 	ctx   context.Context // the current leadership, while it lasts
 }
 
 // NewLeader returns a Leader campaigning for lease.
-func NewLeader(lease *store.Lease, log *slog.Logger) *Leader {
+func NewLeader(lease *lease.Lease, log *slog.Logger) *Leader {
 	return &Leader{lease: lease, log: log}
 }
 

@@ -1,12 +1,37 @@
-package store
+// Package lease holds Redis keys for one owner: a Lease its owner renews
+// (the reconciler's leader election and job locks) and a Lock set once
+// with a UUID token (creation locks). Both release and renew only for
+// their holder (compare-and-delete, compare-and-expire). They coordinate;
+// they guarantee nothing: the work they guard stays idempotent. The
+// package knows nothing of Isle's keys: callers pass them.
+package lease
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+)
+
+// The scripts release and renew a key only for its holder.
+//
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func script(name string) *redis.Script {
+	src, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	renewScript  = script("renew.lua")
+	unlockScript = script("unlock.lua")
 )
 
 // Lease is a Redis key held by one owner for a TTL that the owner renews:
@@ -20,8 +45,8 @@ type Lease struct {
 	ttl   time.Duration
 }
 
-// NewLease returns a lease on key for ttl, with a fresh owner id.
-func NewLease(c redis.Cmdable, key string, ttl time.Duration) *Lease {
+// New returns a lease on key for ttl, with a fresh owner id.
+func New(c redis.Cmdable, key string, ttl time.Duration) *Lease {
 	return &Lease{c: c, key: key, owner: uuid.NewString(), ttl: ttl}
 }
 
@@ -33,7 +58,7 @@ func (l *Lease) Owner() string { return l.owner }
 func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 	ok, err := l.c.SetNX(ctx, l.key, l.owner, l.ttl).Result()
 	if err != nil {
-		return false, fmt.Errorf("store: lease %s: %w", l.key, err)
+		return false, fmt.Errorf("lease: lease %s: %w", l.key, err)
 	}
 	if ok {
 		return true, nil
@@ -45,7 +70,7 @@ func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 func (l *Lease) Renew(ctx context.Context) (bool, error) {
 	n, err := renewScript.Run(ctx, l.c, []string{l.key}, l.owner, l.ttl.Milliseconds()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("store: renew lease %s: %w", l.key, err)
+		return false, fmt.Errorf("lease: renew lease %s: %w", l.key, err)
 	}
 	return n == 1, nil
 }
@@ -53,7 +78,7 @@ func (l *Lease) Renew(ctx context.Context) (bool, error) {
 // Release gives the lease up if we hold it.
 func (l *Lease) Release(ctx context.Context) error {
 	if err := unlockScript.Run(ctx, l.c, []string{l.key}, l.owner).Err(); err != nil {
-		return fmt.Errorf("store: release lease %s: %w", l.key, err)
+		return fmt.Errorf("lease: release lease %s: %w", l.key, err)
 	}
 	return nil
 }

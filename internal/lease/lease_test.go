@@ -1,11 +1,11 @@
-package store_test
+package lease_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
@@ -18,7 +18,7 @@ func TestLeaseHasOneOwner(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
 	c, key := r.Client(keys.JobLock.DB), r.Keys().JobLock("lease-test")
-	a, b := store.NewLease(c, key, time.Minute), store.NewLease(c, key, time.Minute)
+	a, b := lease.New(c, key, time.Minute), lease.New(c, key, time.Minute)
 
 	held, err := a.Acquire(ctx)
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestLeaseHold(t *testing.T) {
 	ctx := context.Background()
 	c, key := r.Client(keys.JobLock.DB), r.Keys().JobLock("hold-test")
 	const ttl = 300 * time.Millisecond
-	a := store.NewLease(c, key, ttl)
+	a := lease.New(c, key, ttl)
 	held, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, held)
@@ -73,11 +73,38 @@ func TestLeaseHold(t *testing.T) {
 	require.Equal(t, "taken by another owner", why)
 	require.Equal(t, "someone-else", c.Get(ctx, key).Val(), "release leaves another owner's lease alone")
 
-	b := store.NewLease(c, r.Keys().JobLock("hold-test-2"), ttl)
+	b := lease.New(c, r.Keys().JobLock("hold-test-2"), ttl)
 	held, err = b.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, held)
 	_, release = b.Hold(ctx, nil)
 	release()
 	require.Zero(t, c.Exists(ctx, r.Keys().JobLock("hold-test-2")).Val(), "released")
+}
+
+// A lock passes to one holder at a time; only its holder releases it.
+func TestLock(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.DBPayment)
+	key := r.Keys().OrderCreateLock("pro-month", "alice")
+	l, err := lease.Acquire(ctx, c, key, keys.PaymentLockTTL)
+	require.NoError(t, err)
+	_, err = lease.Acquire(ctx, c, key, keys.PaymentLockTTL)
+	require.ErrorIs(t, err, lease.ErrHeld)
+
+	// The lock expires and passes to another holder; the first may not release it.
+	require.NoError(t, c.Del(ctx, key).Err())
+	other, err := lease.Acquire(ctx, c, key, keys.PaymentLockTTL)
+	require.NoError(t, err)
+	released, err := l.Release(ctx)
+	require.NoError(t, err)
+	require.False(t, released, "a stale holder's release is a no-op")
+	require.Equal(t, other.Token(), c.Get(ctx, key).Val())
+
+	released, err = other.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Zero(t, c.Exists(ctx, key).Val())
 }

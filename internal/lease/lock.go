@@ -1,4 +1,4 @@
-package store
+package lease
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrLockHeld is returned by AcquireLock when someone else holds the lock.
-var ErrLockHeld = errors.New("store: lock held by another holder")
+// ErrHeld is returned by Acquire when someone else holds the lock.
+var ErrHeld = errors.New("lease: lock held by another holder")
 
 // Lock is a SETNX lock with a UUID token (seed 000 "Distributed Locks").
 // It is an efficiency device only: a paused holder can outlive its TTL, so
@@ -22,15 +22,15 @@ type Lock struct {
 	token string
 }
 
-// AcquireLock sets key to a fresh UUID if it is free, for ttl.
-func AcquireLock(ctx context.Context, c redis.Cmdable, key string, ttl time.Duration) (*Lock, error) {
+// Acquire sets key to a fresh UUID if it is free, for ttl.
+func Acquire(ctx context.Context, c redis.Cmdable, key string, ttl time.Duration) (*Lock, error) {
 	token := uuid.NewString()
 	ok, err := c.SetNX(ctx, key, token, ttl).Result()
 	if err != nil {
-		return nil, fmt.Errorf("store: acquire lock %s: %w", key, err)
+		return nil, fmt.Errorf("lease: acquire lock %s: %w", key, err)
 	}
 	if !ok {
-		return nil, ErrLockHeld
+		return nil, ErrHeld
 	}
 	return &Lock{c: c, key: key, token: token}, nil
 }
@@ -44,7 +44,7 @@ func (l *Lock) Token() string { return l.token }
 func (l *Lock) Release(ctx context.Context) (bool, error) {
 	n, err := unlockScript.Run(ctx, l.c, []string{l.key}, l.token).Int64()
 	if err != nil {
-		return false, fmt.Errorf("store: release lock %s: %w", l.key, err)
+		return false, fmt.Errorf("lease: release lock %s: %w", l.key, err)
 	}
 	return n == 1, nil
 }
