@@ -32,9 +32,6 @@ func script(name string, libs ...string) *redis.Script {
 // server lost its script cache (NOSCRIPT), as after a restart.
 var (
 	deductScript       = script("deduct.lua", moneyLib)
-	tokenBucketScript  = script("token_bucket.lua")
-	incrWindowScript   = script("incr_window.lua")
-	slidingScript      = script("sliding_window.lua")
 	initBalanceScript  = script("init_balance.lua", moneyLib)
 	settleScript       = script("settle.lua", moneyLib)
 	resettleScript     = script("resettle.lua", moneyLib)

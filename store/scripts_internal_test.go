@@ -31,17 +31,14 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 	calls := regexp.MustCompile(`(^|[^.\w])(` + strings.Join(funcs, "|") + `)\(`)
 
 	loaded := map[string]*redis.Script{
-		"ban_apply.lua":      banApplyScript,
-		"ban_swap.lua":       banSwapScript,
-		"cache_fill.lua":     cacheFillScript,
-		"deduct.lua":         deductScript,
-		"incr_window.lua":    incrWindowScript,
-		"init_balance.lua":   initBalanceScript,
-		"reset_balance.lua":  resetBalanceScript,
-		"resettle.lua":       resettleScript,
-		"settle.lua":         settleScript,
-		"sliding_window.lua": slidingScript,
-		"token_bucket.lua":   tokenBucketScript,
+		"ban_apply.lua":     banApplyScript,
+		"ban_swap.lua":      banSwapScript,
+		"cache_fill.lua":    cacheFillScript,
+		"deduct.lua":        deductScript,
+		"init_balance.lua":  initBalanceScript,
+		"reset_balance.lua": resetBalanceScript,
+		"resettle.lua":      resettleScript,
+		"settle.lua":        settleScript,
 	}
 	var scripts, users []string
 	// The directory as it is, not the embedded files: a .lua file the embed

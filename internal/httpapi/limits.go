@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/internal/ratelimit"
 	"github.com/eisland/isle/store/keys"
 )
 
@@ -53,16 +53,16 @@ func (s *Server) limit(r *http.Request, l Limit) error {
 	)
 	switch l.Kind {
 	case TokenBucket:
-		var res store.BucketResult
-		res, err = store.TakeToken(ctx, c, key, store.Bucket{Capacity: l.Max, Window: l.Per}, time.Time{})
+		var res ratelimit.BucketResult
+		res, err = ratelimit.TakeToken(ctx, c, key, ratelimit.Bucket{Capacity: l.Max, Window: l.Per}, time.Time{})
 		allowed, retry = res.Allowed, res.RetryAfter
 	case FixedWindow:
-		var w store.Window
-		w, err = store.IncrWindow(ctx, c, key, l.Per)
+		var w ratelimit.Window
+		w, err = ratelimit.IncrWindow(ctx, c, key, l.Per)
 		allowed, retry = w.Count <= int64(l.Max), w.ResetIn
 	case SlidingWindow:
-		var res store.Sliding
-		res, err = store.SlideWindow(ctx, c, key, l.Max, l.Per, s.now())
+		var res ratelimit.Sliding
+		res, err = ratelimit.SlideWindow(ctx, c, key, l.Max, l.Per, s.now())
 		allowed, retry = res.Allowed, res.RetryAfter
 	default:
 		err = fmt.Errorf("unknown limit kind %d", l.Kind)

@@ -1,12 +1,34 @@
-package store
+// Package ratelimit holds the Redis rate limiters of the seed: the token
+// bucket, the INCR+EXPIRE fixed window and the sliding window, each one Lua
+// script run atomically on a key the caller names. It knows nothing of
+// Isle's keys.
+package ratelimit
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func script(name string) *redis.Script {
+	src, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	tokenBucketScript = script("token_bucket.lua")
+	incrWindowScript  = script("incr_window.lua")
+	slidingScript     = script("sliding_window.lua")
 )
 
 // Bucket is a token bucket that refills Capacity tokens per Window.
@@ -26,7 +48,7 @@ type BucketResult struct {
 // A zero now uses the Redis server's clock.
 func TakeToken(ctx context.Context, c redis.Scripter, key string, b Bucket, now time.Time) (BucketResult, error) {
 	if b.Capacity <= 0 || b.Window < time.Second {
-		return BucketResult{}, fmt.Errorf("store: token bucket %s: capacity %d per %s: want positive capacity and a window of 1s or more", key, b.Capacity, b.Window)
+		return BucketResult{}, fmt.Errorf("ratelimit: token bucket %s: capacity %d per %s: want positive capacity and a window of 1s or more", key, b.Capacity, b.Window)
 	}
 	nowArg := ""
 	if !now.IsZero() {
@@ -38,10 +60,10 @@ func TakeToken(ctx context.Context, c redis.Scripter, key string, b Bucket, now 
 	vals, err := tokenBucketScript.Run(ctx, c, []string{key},
 		nowArg, b.Capacity, strconv.FormatFloat(refill, 'g', -1, 64), 1, ttl).Int64Slice()
 	if err != nil {
-		return BucketResult{}, fmt.Errorf("store: token bucket %s: %w", key, err)
+		return BucketResult{}, fmt.Errorf("ratelimit: token bucket %s: %w", key, err)
 	}
 	if len(vals) != 3 {
-		return BucketResult{}, fmt.Errorf("store: token bucket %s: unexpected result %v", key, vals)
+		return BucketResult{}, fmt.Errorf("ratelimit: token bucket %s: unexpected result %v", key, vals)
 	}
 	return BucketResult{Allowed: vals[0] == 1, Remaining: vals[1], RetryAfter: time.Duration(vals[2]) * time.Millisecond}, nil
 }
@@ -56,14 +78,14 @@ type Window struct {
 // the first increment only.
 func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.Duration) (Window, error) {
 	if window < time.Second {
-		return Window{}, fmt.Errorf("store: window %s: %s is shorter than a second", key, window)
+		return Window{}, fmt.Errorf("ratelimit: window %s: %s is shorter than a second", key, window)
 	}
 	vals, err := incrWindowScript.Run(ctx, c, []string{key}, int64(window/time.Second)).Int64Slice()
 	if err != nil {
-		return Window{}, fmt.Errorf("store: window %s: %w", key, err)
+		return Window{}, fmt.Errorf("ratelimit: window %s: %w", key, err)
 	}
 	if len(vals) != 2 {
-		return Window{}, fmt.Errorf("store: window %s: unexpected result %v", key, vals)
+		return Window{}, fmt.Errorf("ratelimit: window %s: unexpected result %v", key, vals)
 	}
 	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond}, nil
 }
@@ -79,15 +101,15 @@ type Sliding struct {
 // sorted set key unless limit events already happened within window.
 func SlideWindow(ctx context.Context, c redis.Scripter, key string, limit int, window time.Duration, now time.Time) (Sliding, error) {
 	if limit <= 0 || window < time.Millisecond {
-		return Sliding{}, fmt.Errorf("store: sliding window %s: limit %d per %s: want a positive limit and window", key, limit, window)
+		return Sliding{}, fmt.Errorf("ratelimit: sliding window %s: limit %d per %s: want a positive limit and window", key, limit, window)
 	}
 	member := strconv.FormatInt(now.UnixMilli(), 10) + ":" + strconv.FormatInt(now.UnixNano(), 10)
 	vals, err := slidingScript.Run(ctx, c, []string{key}, now.UnixMilli(), window.Milliseconds(), limit, member).Int64Slice()
 	if err != nil {
-		return Sliding{}, fmt.Errorf("store: sliding window %s: %w", key, err)
+		return Sliding{}, fmt.Errorf("ratelimit: sliding window %s: %w", key, err)
 	}
 	if len(vals) != 3 {
-		return Sliding{}, fmt.Errorf("store: sliding window %s: unexpected result %v", key, vals)
+		return Sliding{}, fmt.Errorf("ratelimit: sliding window %s: unexpected result %v", key, vals)
 	}
 	return Sliding{Allowed: vals[0] == 1, Count: vals[1], RetryAfter: time.Duration(vals[2]) * time.Millisecond}, nil
 }
