@@ -41,7 +41,7 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 	byIndex := make(map[int]*redis.Client)
 	r := &Redis{clients: make(map[keys.DB]*redis.Client), keys: kb}
 	for _, db := range keys.DBs() {
-		idx := indexOf(db, cfg.Databases)
+		idx := db.IndexIn(cfg.Databases)
 		c := byIndex[idx]
 		if c == nil {
 			c = redis.NewClient(&redis.Options{

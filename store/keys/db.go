@@ -79,3 +79,12 @@ func (d DB) DefaultIndex() int { return dbs[d].index }
 
 // Purpose says what the database holds.
 func (d DB) Purpose() string { return dbs[d].purpose }
+
+// IndexIn is db's index given overrides by logical database (configuration):
+// the override, or the seed's default.
+func (db DB) IndexIn(overrides map[DB]int) int {
+	if i, ok := overrides[db]; ok {
+		return i
+	}
+	return db.DefaultIndex()
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/internal/keyclean"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
@@ -44,17 +45,17 @@ func Wipe(t T, r *store.Redis) {
 	if r.Keys().Prefix() == "" {
 		t.Fatal("storetest: Wipe refuses a Redis without a key prefix")
 	}
-	// CleanVolatile deletes its patterns under r's prefix: "*" in one
+	// keyclean.Volatile deletes its patterns under r's prefix: "*" in one
 	// logical database of each index is everything of the test there.
-	var all []store.CleanupPattern
+	var all []keyclean.Pattern
 	seen := map[*redis.Client]bool{}
 	for _, db := range keys.DBs() {
 		if c := r.Client(db); !seen[c] {
 			seen[c] = true
-			all = append(all, store.CleanupPattern{DB: db, Pattern: "*"})
+			all = append(all, keyclean.Pattern{DB: db, Pattern: "*"})
 		}
 	}
-	if _, err := r.CleanVolatile(context.Background(), all); err != nil {
+	if _, err := keyclean.Volatile(context.Background(), r, all); err != nil {
 		t.Errorf("storetest: wipe: %v", err)
 	}
 }

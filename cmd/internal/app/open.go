@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/keyclean"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -43,7 +44,7 @@ func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.
 		return nil, err
 	}
 	if cfg.CleanupOnStart {
-		res, err := r.CleanVolatile(ctx, cfg.CleanupPatterns)
+		res, err := keyclean.Volatile(ctx, r, cfg.CleanupPatterns)
 		if err != nil {
 			_ = r.Close()
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/keyclean"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
@@ -69,7 +70,7 @@ func loadMySQL(l *loader) store.MySQLConfig {
 type Redis struct {
 	store.RedisConfig
 	CleanupOnStart  bool // false where the binary reads no cleanup settings
-	CleanupPatterns []store.CleanupPattern
+	CleanupPatterns []keyclean.Pattern
 }
 
 // loadRedis reads the Redis section with its start-up cleanup, for the
@@ -107,7 +108,7 @@ func loadRedisCleanup(l *loader, r *Redis) {
 		"Delete volatile keys (caches) at start-up (seed 001). Persistent keys are never touched.")
 	for _, p := range l.List("REDIS_CACHE_CLEAR_PATTERNS", nil,
 		"Extra patterns the start-up cleanup deletes, comma-separated DB/pattern (e.g. 13/legacy:*). A pattern that could match persistent keys is refused.") {
-		cp, err := store.ParseCleanupPattern(p, r.Databases)
+		cp, err := keyclean.ParsePattern(p, r.Databases)
 		if err != nil {
 			l.errs = append(l.errs, fmt.Errorf("REDIS_CACHE_CLEAR_PATTERNS: %w", err))
 			continue

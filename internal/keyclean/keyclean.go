@@ -1,4 +1,9 @@
-package store
+// Package keyclean is the start-up cleanup of the volatile key namespace
+// (the key policy: caches are deleted when a binary starts, persistent keys
+// never): it deletes every key of the volatile families of store/keys, and
+// extra patterns an operator names, refusing any that could reach a
+// persistent family.
+package keyclean
 
 import (
 	"context"
@@ -6,45 +11,46 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 )
 
-// CleanupPattern is an extra SCAN pattern deleted by the start-up cleanup,
+// Pattern is an extra SCAN pattern deleted by the start-up cleanup,
 // such as keys a previous version left behind. Pattern is relative to the
 // global key prefix.
-type CleanupPattern struct {
+type Pattern struct {
 	DB      keys.DB
 	Pattern string
 }
 
-// ParseCleanupPattern reads "DB/pattern", where DB is a database index
+// ParsePattern reads "DB/pattern", where DB is a database index
 // (e.g. "13/legacy:pricing:*"). A pattern that could match a key of a
 // persistent family in that database is refused: the cleanup must never
 // delete balances, limits, markers or locks.
-func ParseCleanupPattern(s string, databases map[keys.DB]int) (CleanupPattern, error) {
+func ParsePattern(s string, databases map[keys.DB]int) (Pattern, error) {
 	idx, pattern, ok := strings.Cut(s, "/")
 	n, err := strconv.Atoi(idx)
 	if !ok || err != nil || pattern == "" {
-		return CleanupPattern{}, fmt.Errorf("cleanup pattern %q: want DB/pattern, e.g. 13/legacy:*", s)
+		return Pattern{}, fmt.Errorf("cleanup pattern %q: want DB/pattern, e.g. 13/legacy:*", s)
 	}
 	var matched []keys.DB
 	for _, db := range keys.DBs() {
-		if indexOf(db, databases) == n {
+		if db.IndexIn(databases) == n {
 			matched = append(matched, db)
 		}
 	}
 	if len(matched) == 0 {
-		return CleanupPattern{}, fmt.Errorf("cleanup pattern %q: database %d is not one of Isle's", s, n)
+		return Pattern{}, fmt.Errorf("cleanup pattern %q: database %d is not one of Isle's", s, n)
 	}
 	for _, f := range keys.Families() {
-		if f.Volatile || indexOf(f.DB, databases) != n {
+		if f.Volatile || f.DB.IndexIn(databases) != n {
 			continue
 		}
 		if overlaps(pattern, f) {
-			return CleanupPattern{}, fmt.Errorf("cleanup pattern %q: would delete persistent keys %s", s, f.Template)
+			return Pattern{}, fmt.Errorf("cleanup pattern %q: would delete persistent keys %s", s, f.Template)
 		}
 	}
-	return CleanupPattern{DB: matched[0], Pattern: pattern}, nil
+	return Pattern{DB: matched[0], Pattern: pattern}, nil
 }
 
 // overlaps reports whether pattern could match a key of f: the pattern's
@@ -58,30 +64,23 @@ func overlaps(pattern string, f *keys.Family) bool {
 	return strings.HasPrefix(head, literal) || strings.HasPrefix(literal, head)
 }
 
-func indexOf(db keys.DB, databases map[keys.DB]int) int {
-	if i, ok := databases[db]; ok {
-		return i
-	}
-	return db.DefaultIndex()
-}
+// Result counts what Volatile deleted, by SCAN pattern.
+type Result map[string]int64
 
-// CleanupResult counts what CleanVolatile deleted, by SCAN pattern.
-type CleanupResult map[string]int64
-
-// CleanVolatile deletes every key of the volatile families (caches), and the
-// extra patterns, under the configured prefix (seed 001 section 3). It scans
-// in batches and unlinks what it finds; persistent families are never touched.
-func (r *Redis) CleanVolatile(ctx context.Context, extra []CleanupPattern) (CleanupResult, error) {
+// Volatile deletes every key of the volatile families (caches), and the
+// extra patterns, under r's key prefix. It scans in batches and unlinks
+// what it finds; persistent families are never touched.
+func Volatile(ctx context.Context, r *store.Redis, extra []Pattern) (Result, error) {
 	todo := extra
 	for _, f := range keys.Families() {
 		if f.Volatile {
-			todo = append(todo, CleanupPattern{DB: f.DB, Pattern: strings.TrimPrefix(r.keys.Pattern(f), r.keys.Prefix())})
+			todo = append(todo, Pattern{DB: f.DB, Pattern: strings.TrimPrefix(r.Keys().Pattern(f), r.Keys().Prefix())})
 		}
 	}
-	res := make(CleanupResult)
+	res := make(Result)
 	for _, p := range todo {
 		c := r.Client(p.DB)
-		pattern := r.keys.Prefix() + p.Pattern
+		pattern := r.Keys().Prefix() + p.Pattern
 		res[pattern] += 0 // counted even when nothing matched
 		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		batch := make([]string, 0, 500)
@@ -97,15 +96,15 @@ func (r *Redis) CleanVolatile(ctx context.Context, extra []CleanupPattern) (Clea
 		for iter.Next(ctx) {
 			if batch = append(batch, iter.Val()); len(batch) == cap(batch) {
 				if err := flush(); err != nil {
-					return res, fmt.Errorf("store: clean %s: %w", pattern, err)
+					return res, fmt.Errorf("keyclean: clean %s: %w", pattern, err)
 				}
 			}
 		}
 		if err := iter.Err(); err != nil {
-			return res, fmt.Errorf("store: clean %s: %w", pattern, err)
+			return res, fmt.Errorf("keyclean: clean %s: %w", pattern, err)
 		}
 		if err := flush(); err != nil {
-			return res, fmt.Errorf("store: clean %s: %w", pattern, err)
+			return res, fmt.Errorf("keyclean: clean %s: %w", pattern, err)
 		}
 	}
 	return res, nil

@@ -1,9 +1,10 @@
-package store_test
+package keyclean_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/eisland/isle/internal/keyclean"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -38,10 +39,10 @@ func TestCleanVolatileDeletesCachesOnly(t *testing.T) {
 	}
 	legacy := kb.Prefix() + "legacy:pricing:x"
 	require.NoError(t, r.Client(keys.DBAgentPricing).Set(ctx, legacy, "v", 0).Err())
-	extra, err := store.ParseCleanupPattern("13/legacy:*", nil)
+	extra, err := keyclean.ParsePattern("13/legacy:*", nil)
 	require.NoError(t, err)
 
-	res, err := r.CleanVolatile(ctx, []store.CleanupPattern{extra})
+	res, err := keyclean.Volatile(ctx, r, []keyclean.Pattern{extra})
 	require.NoError(t, err)
 	var n int64
 	for _, c := range res {
@@ -74,14 +75,14 @@ func existsAnywhere(t *testing.T, r *store.Redis, key string) int64 {
 func TestCleanupPatternsCannotReachPersistentKeys(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"12/agent:*", "12/*", "12/agent:balance:x*", "13/agent:u*", "9/user:ban:bloom", "0/isle:*", "x/y", "13", "99/x:*"} {
-		_, err := store.ParseCleanupPattern(bad, nil)
+		_, err := keyclean.ParsePattern(bad, nil)
 		require.Error(t, err, bad)
 	}
 	for _, ok := range []string{"13/agent:pricing:*", "13/legacy:*", "12/tmp:*"} {
-		_, err := store.ParseCleanupPattern(ok, nil)
+		_, err := keyclean.ParsePattern(ok, nil)
 		require.NoError(t, err, ok)
 	}
 	// The guard follows the configured indexes.
-	_, err := store.ParseCleanupPattern("5/agent:*", map[keys.DB]int{keys.DBAgentBilling: 5})
+	_, err := keyclean.ParsePattern("5/agent:*", map[keys.DB]int{keys.DBAgentBilling: 5})
 	require.Error(t, err)
 }
