@@ -53,7 +53,7 @@ func newBillingFleet(t *testing.T, users map[string]string, apiEnv ...func(fleet
 	require.NoError(t, err)
 	t.Cleanup(func() { store.CloseMySQL(db) })
 	for u, bal := range users {
-		_, err := store.CreateUser(context.Background(), db, u, "", decimal.RequireFromString(bal))
+		_, err := store.NewAccounts(db).Create(context.Background(), u, "", decimal.RequireFromString(bal))
 		require.NoError(t, err)
 	}
 	rdb, err := store.OpenRedis(store.RedisConfig{Addr: storetest.RedisAddr(), KeyPrefix: e["REDIS_KEY_PREFIX"]})
@@ -259,7 +259,7 @@ func TestSameRequestIDDeductsOnce(t *testing.T) {
 	require.NoError(t, f.db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = 'dup' AND kind = 'DEDUCT'").Scan(&rows).Error)
 	require.EqualValues(t, 2, rows)
 	require.Eventually(t, func() bool {
-		u, err := store.GetUser(context.Background(), f.db, "dup")
+		u, err := store.NewAccounts(f.db).Get(context.Background(), "dup")
 		require.NoError(t, err)
 		return u.BalanceFen.StringFixed(8) == "75.30864220"
 	}, 5*time.Second, 50*time.Millisecond)
@@ -288,7 +288,7 @@ func TestLostDeductionMessageIsChargedByTheReconciler(t *testing.T) {
 	out = f.reconcileOnce(t, "balance-sync")
 	require.Contains(t, out, "pending applied 0")
 	require.Contains(t, out, "drift found 0")
-	u, err := store.GetUser(context.Background(), f.db, "lost")
+	u, err := store.NewAccounts(f.db).Get(context.Background(), "lost")
 	require.NoError(t, err)
 	require.Equal(t, "45.06172844", u.BalanceFen.StringFixed(8), "charged once")
 	bal, err := f.rdb.Balance(context.Background(), "lost")

@@ -129,7 +129,7 @@ func TestBrokerOutageAnswersMatchTheLedger(t *testing.T) {
 	for u := range users {
 		bal, err := f.rdb.Balance(context.Background(), u)
 		require.NoError(t, err)
-		acct, err := store.GetUser(context.Background(), f.db, u)
+		acct, err := store.NewAccounts(f.db).Get(context.Background(), u)
 		require.NoError(t, err)
 		require.True(t, bal.Equal(acct.BalanceFen), "%s: Redis %s, MySQL %s", u, bal, acct.BalanceFen)
 		require.True(t, acct.BalanceFen.LessThan(decimal.RequireFromString("1000000")), "%s was charged", u)

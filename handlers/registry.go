@@ -15,6 +15,7 @@ type Deps struct {
 	Redis  *store.Redis
 	Ledger Ledger       // store.LedgerWriter
 	Usage  UsageCounter // store.UsageWriter
+	Stats  UsageHashes  // store.UsageStats
 	Log    *slog.Logger // each consumer logs with handler=<its name>
 }
 

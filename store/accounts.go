@@ -17,10 +17,18 @@ var ErrUserExists = errors.New("store: user exists")
 // OpeningEntryID is the ledger entry id of an account's opening balance.
 const OpeningEntryID = "opening"
 
-// CreateUser adds a user_account row. A non-zero opening balance is written
+// Accounts are the user_account rows: a user's durable balance, changed
+// only with a ledger entry (Ledger), and profile.
+type Accounts struct{ db *gorm.DB }
+
+// NewAccounts returns the accounts of db.
+func NewAccounts(db *gorm.DB) *Accounts { return &Accounts{db: db} }
+
+// Create adds a user_account row. A non-zero opening balance is written
 // with its RECHARGE ledger entry in the same transaction, so the balance is
 // always the sum of the ledger.
-func CreateUser(ctx context.Context, db *gorm.DB, username, email string, opening decimal.Decimal) (UserAccount, error) {
+func (a *Accounts) Create(ctx context.Context, username, email string, opening decimal.Decimal) (UserAccount, error) {
+	db := a.db
 	if username == "" || len(username) > 64 {
 		return UserAccount{}, fmt.Errorf("store: create user: username must be 1..64 bytes")
 	}
@@ -57,8 +65,9 @@ func CreateUser(ctx context.Context, db *gorm.DB, username, email string, openin
 	return u, nil
 }
 
-// GetUser returns the account of username, or ErrNotFound.
-func GetUser(ctx context.Context, db *gorm.DB, username string) (UserAccount, error) {
+// Get returns the account of username, or ErrNotFound.
+func (a *Accounts) Get(ctx context.Context, username string) (UserAccount, error) {
+	db := a.db
 	var u UserAccount
 	err := db.WithContext(ctx).Where("username = ?", username).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

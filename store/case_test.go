@@ -19,7 +19,7 @@ func TestKeysAreCaseSensitive(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "alice", "", dec("10"))
+	_, err := store.NewAccounts(db).Create(ctx, "alice", "", dec("10"))
 	require.NoError(t, err)
 
 	_, err = store.EnsureBalance(ctx, db, r, "Alice")
@@ -35,13 +35,13 @@ func TestKeysAreCaseSensitive(t *testing.T) {
 	require.Equal(t, "7.00000000", account(t, db, "alice").BalanceFen.StringFixed(8))
 
 	day := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-	counted, err := store.ApplyUsage(ctx, db, []store.Usage{
+	counted, err := store.NewUsageStats(db, nil).ApplyUsage(ctx, []store.Usage{
 		{RequestID: "alice:u1", Model: "m", Day: day, InputTokens: 1},
 		{RequestID: "alice:U1", Model: "m", Day: day, InputTokens: 1},
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true}, counted)
 
-	_, err = store.CreateUser(ctx, db, "Alice", "", dec("5"))
+	_, err = store.NewAccounts(db).Create(ctx, "Alice", "", dec("5"))
 	require.NoError(t, err, "a different user")
 }

@@ -17,7 +17,7 @@ import (
 
 func account(t *testing.T, db *gorm.DB, user string) store.UserAccount {
 	t.Helper()
-	u, err := store.GetUser(context.Background(), db, user)
+	u, err := store.NewAccounts(db).Get(context.Background(), user)
 	require.NoError(t, err)
 	return u
 }
@@ -33,9 +33,9 @@ func TestApplyDebitsOnceEach(t *testing.T) {
 	t.Parallel()
 	db := storetest.MySQL(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "alice", "", dec("10"))
+	_, err := store.NewAccounts(db).Create(ctx, "alice", "", dec("10"))
 	require.NoError(t, err)
-	_, err = store.CreateUser(ctx, db, "bob", "", dec("1"))
+	_, err = store.NewAccounts(db).Create(ctx, "bob", "", dec("1"))
 	require.NoError(t, err)
 
 	res, err := store.ApplyDebits(ctx, db, []store.Debit{
@@ -76,7 +76,7 @@ func TestApplyDebitsConcurrently(t *testing.T) {
 	ctx := context.Background()
 	users := []string{"u1", "u2", "u3"}
 	for _, u := range users {
-		_, err := store.CreateUser(ctx, db, u, "", dec("1000"))
+		_, err := store.NewAccounts(db).Create(ctx, u, "", dec("1000"))
 		require.NoError(t, err)
 	}
 	var wg sync.WaitGroup
@@ -108,7 +108,7 @@ func TestCreditAndAdjust(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "carol", "", dec("5"))
+	_, err := store.NewAccounts(db).Create(ctx, "carol", "", dec("5"))
 	require.NoError(t, err)
 	_, err = store.EnsureBalance(ctx, db, r, "carol")
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "dora", "", dec("100"))
+	_, err := store.NewAccounts(db).Create(ctx, "dora", "", dec("100"))
 	require.NoError(t, err)
 	_, err = store.EnsureBalance(ctx, db, r, "dora")
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "eve", "", dec("50"))
+	_, err := store.NewAccounts(db).Create(ctx, "eve", "", dec("50"))
 	require.NoError(t, err)
 	stale := account(t, db, "eve") // an initialisation read MySQL here...
 	res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "eve", ID: "d", Amount: dec("20")}})
@@ -224,7 +224,7 @@ func TestSettleSaysWhatTheBalanceCouldNotTake(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "fay", "", dec("10"))
+	_, err := store.NewAccounts(db).Create(ctx, "fay", "", dec("10"))
 	require.NoError(t, err)
 	_, err = store.EnsureBalance(ctx, db, r, "fay") // restored from MySQL, which has not seen "in-flight" yet
 	require.NoError(t, err)
@@ -255,7 +255,7 @@ func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
 	t.Parallel()
 	db := storetest.MySQL(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "gil", "", dec("1000000"))
+	_, err := store.NewAccounts(db).Create(ctx, "gil", "", dec("1000000"))
 	require.NoError(t, err)
 	debits := make([]store.Debit, 3000)
 	for i := range debits {
@@ -304,7 +304,7 @@ func TestCreditRetryCreditsTheStoredAmount(t *testing.T) {
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, db, "dan", "", dec("5"))
+	_, err := store.NewAccounts(db).Create(ctx, "dan", "", dec("5"))
 	require.NoError(t, err)
 	_, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "dan", ID: "order-1", Amount: dec("10")})
 	require.NoError(t, err)

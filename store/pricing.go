@@ -46,9 +46,20 @@ func pricingTTL() time.Duration {
 	return keys.PricingCacheTTL - keys.PricingCacheTTL/10 + jitter
 }
 
-// GetPricing returns a model's pricing through the cache-aside key
+// Prices are the models' prices: the agent_model_pricing rows, read
+// through the cache-aside keys agent:pricing:{model}.
+type Prices struct {
+	db *gorm.DB
+	r  *Redis
+}
+
+// NewPrices returns the prices of db, cached in r.
+func NewPrices(db *gorm.DB, r *Redis) *Prices { return &Prices{db: db, r: r} }
+
+// Get returns a model's pricing through the cache-aside key
 // agent:pricing:{model}. A Redis that does not answer is bypassed.
-func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Pricing, error) {
+func (ps *Prices) Get(ctx context.Context, model string) (Pricing, error) {
+	db, r := ps.db, ps.r
 	key := r.Keys().AgentPricing(model)
 	c := r.Client(keys.DBAgentPricing)
 	if raw, err := c.Get(ctx, key).Result(); err == nil && !strings.HasPrefix(raw, fencePrefix) {
@@ -83,10 +94,11 @@ func GetPricing(ctx context.Context, db *gorm.DB, r *Redis, model string) (Prici
 	return p, nil
 }
 
-// SetPricing writes a model's pricing row and fences its cached copy: the
-// next request reads the new price, and a request that read the old row just
+// Set writes a model's pricing row and fences its cached copy: the next
+// request reads the new price, and a request that read the old row just
 // before cannot cache it again.
-func SetPricing(ctx context.Context, db *gorm.DB, r *Redis, p Pricing) error {
+func (ps *Prices) Set(ctx context.Context, p Pricing) error {
+	db, r := ps.db, ps.r
 	for _, v := range []decimal.Decimal{p.Input, p.CachedInput, p.Output, p.Reasoning} {
 		if v.IsNegative() || v.Exponent() < -MoneyScale {
 			return fmt.Errorf("store: pricing of %s: prices must be >= 0 with at most 8 decimals", p.Model)
@@ -114,8 +126,9 @@ func SetPricing(ctx context.Context, db *gorm.DB, r *Redis, p Pricing) error {
 	return nil
 }
 
-// ListPricing returns every pricing row, by model name.
-func ListPricing(ctx context.Context, db *gorm.DB) ([]ModelPricing, error) {
+// List returns every pricing row, by model name.
+func (ps *Prices) List(ctx context.Context) ([]ModelPricing, error) {
+	db := ps.db
 	var rows []ModelPricing
 	err := db.WithContext(ctx).Order("model_name").Find(&rows).Error
 	return rows, err

@@ -18,16 +18,16 @@ func TestDisabledPricingIsCachedAsMissing(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
 	key := r.Keys().AgentPricing("old")
-	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("1"), Enabled: true}))
-	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("1"), Enabled: false}))
+	require.NoError(t, store.NewPrices(db, r).Set(ctx, store.Pricing{Model: "old", Input: dec("1"), Enabled: true}))
+	require.NoError(t, store.NewPrices(db, r).Set(ctx, store.Pricing{Model: "old", Input: dec("1"), Enabled: false}))
 	require.Contains(t, r.Client(keys.DBAgentPricing).Get(ctx, key).Val(), "__STALE__|", "fenced by the change")
 
-	_, err := store.GetPricing(ctx, db, r, "old")
+	_, err := store.NewPrices(db, r).Get(ctx, "old")
 	require.ErrorIs(t, err, store.ErrUnknownModel)
 	require.Equal(t, "__NONE__", r.Client(keys.DBAgentPricing).Get(ctx, key).Val())
 
-	require.NoError(t, store.SetPricing(ctx, db, r, store.Pricing{Model: "old", Input: dec("3"), Enabled: true}))
-	p, err := store.GetPricing(ctx, db, r, "old")
+	require.NoError(t, store.NewPrices(db, r).Set(ctx, store.Pricing{Model: "old", Input: dec("3"), Enabled: true}))
+	p, err := store.NewPrices(db, r).Get(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, "3", p.Input.String(), "enabled again")
 }

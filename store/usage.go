@@ -25,10 +25,22 @@ type Usage struct {
 	CostMicroFen    int64
 }
 
+// UsageStats are the per-model usage statistics: agent_usage_stats by day
+// in MySQL, each request counted once (agent_usage_event), and the running
+// counters agent:usage:{model} in Redis.
+type UsageStats struct {
+	db *gorm.DB
+	r  *Redis
+}
+
+// NewUsageStats returns the statistics of db and r.
+func NewUsageStats(db *gorm.DB, r *Redis) *UsageStats { return &UsageStats{db: db, r: r} }
+
 // ApplyUsage counts each usage once (agent_usage_event) and adds the ones
 // counted now to agent_usage_stats, per model and day, in one transaction.
 // It returns, for each usage, whether this call counted it.
-func ApplyUsage(ctx context.Context, db *gorm.DB, us []Usage) ([]bool, error) {
+func (st *UsageStats) ApplyUsage(ctx context.Context, us []Usage) ([]bool, error) {
+	db := st.db
 	counted := make([]bool, len(us))
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		clear(counted)
@@ -103,7 +115,8 @@ func ApplyUsage(ctx context.Context, db *gorm.DB, us []Usage) ([]bool, error) {
 
 // IncrUsage adds usages to the per-model hashes agent:usage:{model} (seed
 // 000, HINCRBY) and registers the models, in one pipeline.
-func (r *Redis) IncrUsage(ctx context.Context, us []Usage) error {
+func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
+	r := st.r
 	if len(us) == 0 {
 		return nil
 	}

@@ -70,7 +70,7 @@ type UsageWriter struct {
 // NewUsageWriter returns a writer over db.
 func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
 	w := &UsageWriter{usage: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]bool, error) {
-		return ApplyUsage(ctx, db, us)
+		return NewUsageStats(db, nil).ApplyUsage(ctx, us)
 	})}
 	w.usage.Observe = observing(observe, "usage")
 	return w

@@ -35,7 +35,7 @@ func runPricing(ctx context.Context, e env, args []string) error {
 	}
 	defer store.CloseMySQL(db)
 	if sub == "list" {
-		rows, err := store.ListPricing(ctx, db)
+		rows, err := store.NewPrices(db, nil).List(ctx)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func runPricing(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	if err := store.SetPricing(ctx, db, rdb, p); err != nil {
+	if err := store.NewPrices(db, rdb).Set(ctx, p); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "pricing of %s set (input %s, cached %s, output %s, reasoning %s fen per million tokens); cache dropped\n",

@@ -46,7 +46,7 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return usagef("-balance %q: not a decimal", *balance)
 		}
-		u, err := store.CreateUser(ctx, db, pos[0], *email, opening)
+		u, err := store.NewAccounts(db).Create(ctx, pos[0], *email, opening)
 		if err != nil {
 			return err
 		}

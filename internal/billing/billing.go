@@ -93,7 +93,7 @@ type Charge struct {
 // balance is ErrNoBalance (with the Charge's Cost set); a zero cost takes
 // nothing.
 func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
-	p, err := store.GetPricing(ctx, s.db, s.rdb, r.Model)
+	p, err := store.NewPrices(s.db, s.rdb).Get(ctx, r.Model)
 	if err != nil {
 		return Charge{}, err
 	}

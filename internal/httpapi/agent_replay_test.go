@@ -19,9 +19,9 @@ func TestReplayWithAnotherBodyIsAConflict(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
-	require.NoError(t, store.SetPricing(ctx, b.db, b.redis, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	require.NoError(t, store.NewPrices(b.db, b.redis).Set(ctx, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
 	for _, u := range []string{"alice", "bob"} {
-		_, err := store.CreateUser(ctx, b.db, u, "", decimal.RequireFromString("50"))
+		_, err := store.NewAccounts(b.db).Create(ctx, u, "", decimal.RequireFromString("50"))
 		require.NoError(t, err)
 	}
 	svc := b.token(t, "gateway", httpapi.RoleService)

@@ -17,8 +17,8 @@ func TestAgentUsageAndBalance(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
-	require.NoError(t, store.SetPricing(ctx, b.db, b.redis, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
-	_, err := store.CreateUser(ctx, b.db, "alice", "", decimal.RequireFromString("5"))
+	require.NoError(t, store.NewPrices(b.db, b.redis).Set(ctx, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	_, err := store.NewAccounts(b.db).Create(ctx, "alice", "", decimal.RequireFromString("5"))
 	require.NoError(t, err)
 	svc := b.token(t, "gateway", httpapi.RoleService)
 	usage := func(body string) (int, map[string]any) {

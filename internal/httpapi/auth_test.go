@@ -68,7 +68,7 @@ func TestRolesAndBans(t *testing.T) {
 	status, _, _ = b.do(t, http.MethodPost, "/test/admin", b.token(t, "ops", httpapi.RoleAdmin), "")
 	require.Equal(t, http.StatusOK, status)
 
-	_, err := store.CreateUser(t.Context(), b.db, "alice", "alice@example.com", decimal.RequireFromString("12.5"))
+	_, err := store.NewAccounts(b.db).Create(t.Context(), "alice", "alice@example.com", decimal.RequireFromString("12.5"))
 	require.NoError(t, err)
 	status, _, body = b.do(t, http.MethodGet, "/v1/me", b.token(t, "alice", httpapi.RoleUser), "")
 	require.Equal(t, http.StatusOK, status)

@@ -76,7 +76,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
 	p, _ := PrincipalFrom(r.Context())
 	out := map[string]any{"subject": p.Subject, "role": p.Role, "account": nil}
 	if p.Role == RoleUser {
-		u, err := store.GetUser(r.Context(), s.deps.DB, p.Subject)
+		u, err := store.NewAccounts(s.deps.DB).Get(r.Context(), p.Subject)
 		switch {
 		case err == nil:
 			acct := map[string]any{"username": u.Username, "balanceFen": u.BalanceFen.StringFixed(store.MoneyScale), "proExpireAt": u.ProExpireAt}

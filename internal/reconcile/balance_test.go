@@ -17,7 +17,7 @@ func TestLostMessageIsChargedOnce(t *testing.T) {
 	t.Parallel()
 	m := newMoney(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "lost", "", dec("10"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "lost", "", dec("10"))
 	require.NoError(t, err)
 	c, err := m.svc.Charge(ctx, billing.Request{ID: "r1", Username: "lost", Model: "m", Tokens: billing.Tokens{Input: 3}})
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestDriftIsCorrectedThroughTheLedger(t *testing.T) {
 	m := newMoney(t)
 	ctx := context.Background()
 	for _, u := range []string{"drift", "busy"} {
-		_, err := store.CreateUser(ctx, m.db, u, "", dec("10"))
+		_, err := store.NewAccounts(m.db).Create(ctx, u, "", dec("10"))
 		require.NoError(t, err)
 		_, err = m.svc.Balance(ctx, u)
 		require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestForeignDeductionHeldBackMovesMySQLOnce(t *testing.T) {
 	gate := &heldBack{}
 	m.sync = newMoneySyncGated(m, gate)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "hal", "", dec("10"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "hal", "", dec("10"))
 	require.NoError(t, err)
 	require.Equal(t, "10.00000000", m.hot(t, "hal"))
 

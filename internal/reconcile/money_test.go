@@ -37,7 +37,7 @@ func TestMoneyInvariantsUnderFaults(t *testing.T) {
 	m := newMoney(t)
 	ctx := context.Background()
 	// 1.23456789 fen per input token: amounts use all 8 decimals.
-	require.NoError(t, store.SetPricing(ctx, m.db, m.r, store.Pricing{Model: "m", Input: dec("1234567.89"), Enabled: true}))
+	require.NoError(t, store.NewPrices(m.db, m.r).Set(ctx, store.Pricing{Model: "m", Input: dec("1234567.89"), Enabled: true}))
 	var world atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		// Each run has a Redis of its own (a key prefix): balance-sync scans,
@@ -112,7 +112,7 @@ func newMachine(t *rapid.T, m *money, world int64) *machine {
 	for i := range 3 {
 		u := fmt.Sprintf("w%d-u%d", world, i)
 		open := decimal.New(int64(rapid.IntRange(0, 4000).Draw(t, "opening")), -2)
-		if _, err := store.CreateUser(context.Background(), m.db, u, "", open); err != nil {
+		if _, err := store.NewAccounts(m.db).Create(context.Background(), u, "", open); err != nil {
 			t.Fatal(err)
 		}
 		sm.users = append(sm.users, u)
@@ -458,7 +458,7 @@ func (sm *machine) quiesce(t *rapid.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		acct, err := store.GetUser(ctx, sm.m.db, u)
+		acct, err := store.NewAccounts(sm.m.db).Get(ctx, u)
 		if err != nil {
 			t.Fatal(err)
 		}

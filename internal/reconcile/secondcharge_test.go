@@ -50,7 +50,7 @@ func TestSecondChargeAfterMarkerLossIsRefunded(t *testing.T) {
 			t.Parallel()
 			m := newMoney(t)
 			ctx := context.Background()
-			_, err := store.CreateUser(ctx, m.db, "dora", "", dec("10"))
+			_, err := store.NewAccounts(m.db).Create(ctx, "dora", "", dec("10"))
 			require.NoError(t, err)
 			_, first := m.charge(t, "dora", "r1", 3)
 			require.NoError(t, m.consumer.Handle(ctx, first))
@@ -91,7 +91,7 @@ func TestPendingRecordBackFromASnapshotIsOnlyCleared(t *testing.T) {
 			t.Parallel()
 			m := newMoney(t)
 			ctx := context.Background()
-			_, err := store.CreateUser(ctx, m.db, "ezra", "", dec("10"))
+			_, err := store.NewAccounts(m.db).Create(ctx, "ezra", "", dec("10"))
 			require.NoError(t, err)
 			_, msg := m.charge(t, "ezra", "r1", 3)
 			snap := storetest.TakeSnapshot(t, m.r) // r1 is pending in it
@@ -124,7 +124,7 @@ func TestReconcilerRowsHaveModelAndTokens(t *testing.T) {
 	t.Parallel()
 	m := newMoney(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "finn", "", dec("10"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "finn", "", dec("10"))
 	require.NoError(t, err)
 	_, msg := m.charge(t, "finn", "r1", 3)
 	// r0: a pending record of an older build, with no usage in it.
@@ -164,7 +164,7 @@ func TestSecondChargeOfARowWithoutARefIsRefunded(t *testing.T) {
 	t.Parallel()
 	m := newMoney(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "ida", "", dec("10"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "ida", "", dec("10"))
 	require.NoError(t, err)
 	_, first := m.charge(t, "ida", "r1", 3)
 	first.PendingRef, first.RequestHash = "", "" // as an API of an older build published it
@@ -191,7 +191,7 @@ func TestSecondChargeAfterAnInitThatReadTheRowIsRefunded(t *testing.T) {
 	t.Parallel()
 	m := newMoney(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "jo", "", dec("30"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "jo", "", dec("30"))
 	require.NoError(t, err)
 	_, first := m.charge(t, "jo", "r1", 5)
 	storetest.Wipe(t, m.r) // Redis lost the balance and the pending record

@@ -61,7 +61,7 @@ func (j *BalanceSync) countUsage(ctx context.Context, usage []store.Usage, res *
 	if len(usage) == 0 {
 		return nil
 	}
-	counted, err := store.ApplyUsage(ctx, j.db, usage)
+	counted, err := store.NewUsageStats(j.db, j.rdb).ApplyUsage(ctx, usage)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (j *BalanceSync) countUsage(ctx context.Context, usage []store.Usage, res *
 		return nil
 	}
 	res.UsageCounted += len(now)
-	return j.rdb.IncrUsage(ctx, now)
+	return store.NewUsageStats(j.db, j.rdb).IncrUsage(ctx, now)
 }
 
 // pendingDebit is the ledger debit of a pending record.

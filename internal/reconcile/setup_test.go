@@ -58,7 +58,7 @@ func newMoney(t *testing.T) *money {
 	t.Helper()
 	db := storetest.MySQL(t)
 	r := storetest.Redis(t)
-	require.NoError(t, store.SetPricing(context.Background(), db, r, store.Pricing{Model: "m", Input: dec("1000000"), Enabled: true}))
+	require.NoError(t, store.NewPrices(db, r).Set(context.Background(), store.Pricing{Model: "m", Input: dec("1000000"), Enabled: true}))
 	m := &money{
 		db: db, r: r, svc: billing.New(db, r),
 		consumer: handlers.NewBillingDeduct(directLedger{db}, r, discard),
@@ -69,7 +69,7 @@ func newMoney(t *testing.T) *money {
 
 func (m *money) mysqlBalance(t *testing.T, user string) decimal.Decimal {
 	t.Helper()
-	u, err := store.GetUser(context.Background(), m.db, user)
+	u, err := store.NewAccounts(m.db).Get(context.Background(), user)
 	require.NoError(t, err)
 	return u.BalanceFen
 }

@@ -25,7 +25,7 @@ func TestRedisBackFromASnapshotIsRebuiltNotCopied(t *testing.T) {
 			t.Parallel()
 			m := newMoney(t)
 			ctx := context.Background()
-			_, err := store.CreateUser(ctx, m.db, "gus", "", dec("10"))
+			_, err := store.NewAccounts(m.db).Create(ctx, "gus", "", dec("10"))
 			require.NoError(t, err)
 			require.Equal(t, "10.00000000", m.hot(t, "gus"))
 			snap := storetest.TakeSnapshot(t, m.r)

@@ -21,7 +21,7 @@ func TestOneUnreadableUserDoesNotStallBalanceSync(t *testing.T) {
 	ctx := context.Background()
 	rc := m.r.Client(keys.DBAgentBilling)
 	for _, u := range []string{"bad", "good", "oddpending", "ok"} {
-		_, err := store.CreateUser(ctx, m.db, u, "", dec("10"))
+		_, err := store.NewAccounts(m.db).Create(ctx, u, "", dec("10"))
 		require.NoError(t, err)
 		_, err = m.svc.Balance(ctx, u)
 		require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestCompareRoundsRedisToEightPlaces(t *testing.T) {
 	t.Parallel()
 	m := newMoney(t)
 	ctx := context.Background()
-	_, err := store.CreateUser(ctx, m.db, "fine", "", dec("10"))
+	_, err := store.NewAccounts(m.db).Create(ctx, "fine", "", dec("10"))
 	require.NoError(t, err)
 	_, err = m.svc.Balance(ctx, "fine")
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestOneFailedRebuildDoesNotStopTheOthers(t *testing.T) {
 	ctx := context.Background()
 	rc := m.r.Client(keys.DBAgentBilling)
 	for _, u := range []string{"broken", "fine"} {
-		_, err := store.CreateUser(ctx, m.db, u, "", dec("10"))
+		_, err := store.NewAccounts(m.db).Create(ctx, u, "", dec("10"))
 		require.NoError(t, err)
 		// A balance a Spring producer initialised: no entry count, so it is rebuilt.
 		require.NoError(t, rc.Set(ctx, m.r.Keys().AgentBalance(u), "10.00000000", 0).Err())
