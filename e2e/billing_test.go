@@ -186,7 +186,7 @@ func TestBillingEndToEnd(t *testing.T) {
 			-COALESCE((SELECT SUM(amount_fen) FROM agent_ledger WHERE username = ? AND kind = 'DEDUCT'), 0) AS deduct
 			FROM user_account WHERE username = ?`, u, u).Scan(&row).Error)
 		require.True(t, row.Deduct.Equal(want), "%s: ledger %s, told clients %s", u, row.Deduct, want)
-		redis, err := f.rdb.Balance(context.Background(), u)
+		redis, err := store.NewBalances(nil, f.rdb).Balance(context.Background(), u)
 		require.NoError(t, err)
 		require.True(t, redis.Equal(row.Balance), "%s: Redis %s, MySQL %s", u, redis, row.Balance)
 		require.False(t, row.Balance.IsNegative())
@@ -238,7 +238,7 @@ func TestSameRequestIDDeductsOnce(t *testing.T) {
 		return true
 	})
 	require.Equal(t, 1, fresh, "one of 20 concurrent requests deducted")
-	bal, err := f.rdb.Balance(context.Background(), "dup")
+	bal, err := store.NewBalances(nil, f.rdb).Balance(context.Background(), "dup")
 	require.NoError(t, err)
 	require.Equal(t, "75.30864220", bal.StringFixed(8), "100 - 2 × 12.3456789")
 	var msgs int
@@ -291,7 +291,7 @@ func TestLostDeductionMessageIsChargedByTheReconciler(t *testing.T) {
 	u, err := store.NewAccounts(f.db).Get(context.Background(), "lost")
 	require.NoError(t, err)
 	require.Equal(t, "45.06172844", u.BalanceFen.StringFixed(8), "charged once")
-	bal, err := f.rdb.Balance(context.Background(), "lost")
+	bal, err := store.NewBalances(nil, f.rdb).Balance(context.Background(), "lost")
 	require.NoError(t, err)
 	require.Equal(t, "45.06172844", bal.StringFixed(8))
 

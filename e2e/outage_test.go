@@ -127,7 +127,7 @@ func TestBrokerOutageAnswersMatchTheLedger(t *testing.T) {
 	require.EqualValues(t, charged, usage.Events, "usage counts every charge")
 	require.Equal(t, costMF, usage.Cost)
 	for u := range users {
-		bal, err := f.rdb.Balance(context.Background(), u)
+		bal, err := store.NewBalances(nil, f.rdb).Balance(context.Background(), u)
 		require.NoError(t, err)
 		acct, err := store.NewAccounts(f.db).Get(context.Background(), u)
 		require.NoError(t, err)

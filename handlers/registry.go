@@ -16,7 +16,9 @@ type Deps struct {
 	Ledger Ledger       // store.LedgerWriter
 	Usage  UsageCounter // store.UsageWriter
 	Stats  UsageHashes  // store.UsageStats
-	Log    *slog.Logger // each consumer logs with handler=<its name>
+	// Balances reflects committed entries in the hot balances (store.Balances).
+	Balances BalanceSettler
+	Log      *slog.Logger // each consumer logs with handler=<its name>
 }
 
 // A Consumer builds the handler of one domain's main queue.

@@ -12,7 +12,19 @@ import (
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 )
+
+// Balances are the hot balances in Redis that admit requests (SPEC 6),
+// with what keeps them in step with the Ledger: pending deductions,
+// initialisation from MySQL, settling of committed entries.
+type Balances struct {
+	db *gorm.DB
+	r  *Redis
+}
+
+// NewBalances returns the hot balances of r, initialised from db.
+func NewBalances(db *gorm.DB, r *Redis) *Balances { return &Balances{db: db, r: r} }
 
 // MoneyScale is the number of decimal places of every fen amount (DECIMAL(20,8)).
 const MoneyScale = 8
@@ -58,12 +70,13 @@ func NewRef() string {
 	return hex.EncodeToString(b[:])
 }
 
-// DeductBalance runs deduct.lua: it takes min(balance, amount) from the
+// Deduct runs deduct.lua: it takes min(balance, amount) from the
 // user's balance and records the deduction as pending, atomically. Running it
 // again with the same id, also after a client-side retry whose first reply was
 // lost, changes nothing and returns the first result with Replayed set; with
 // another request hash it returns ErrRequestConflict and the first charge.
-func (r *Redis) DeductBalance(ctx context.Context, req DeductRequest) (Taken, error) {
+func (b *Balances) Deduct(ctx context.Context, req DeductRequest) (Taken, error) {
+	r := b.r
 	amount := req.Amount.Round(MoneyScale)
 	if !amount.IsPositive() {
 		return Taken{}, fmt.Errorf("store: deduct %s: amount %s: %w", req.ID, req.Amount, ErrBalanceMalformed)
@@ -133,12 +146,13 @@ type BalanceRead struct {
 	HotEntries uint64 // hot_entries: the Redis balance starts reflecting this many
 }
 
-// InitBalance initialises a user's hot balance from what MySQL read, if it
+// Init initialises a user's hot balance from what MySQL read, if it
 // is missing, and reports whether it did (seed 000 "Balance
 // Initialization", with SPEC 6.6's record of the read). Ledger entries MySQL
 // committed after the read are settled into the balance when they land
 // (Settle). EnsureBalance does the MySQL read.
-func (r *Redis) InitBalance(ctx context.Context, username string, read BalanceRead, recent ...RecentDeduction) (bool, error) {
+func (b *Balances) Init(ctx context.Context, username string, read BalanceRead, recent ...RecentDeduction) (bool, error) {
+	r := b.r
 	if read.Balance.IsNegative() {
 		return false, fmt.Errorf("store: init balance of %s: negative balance %s", username, read.Balance)
 	}
@@ -172,7 +186,8 @@ type RecentDeduction struct {
 }
 
 // Balance returns a user's hot balance, or ErrBalanceMissing.
-func (r *Redis) Balance(ctx context.Context, username string) (decimal.Decimal, error) {
+func (b *Balances) Balance(ctx context.Context, username string) (decimal.Decimal, error) {
+	r := b.r
 	v, err := r.Client(keys.DBAgentBilling).Get(ctx, r.keys.AgentBalance(username)).Result()
 	if errors.Is(err, redis.Nil) {
 		return decimal.Zero, ErrBalanceMissing
@@ -245,7 +260,8 @@ type SettleResult struct {
 // a lost reply changes nothing. An entry of a user whose Redis balance is
 // unreadable gets its own SettleResult.Err; the error returned is for the
 // call as a whole (Redis unreachable).
-func (r *Redis) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleResult, error) {
+func (b *Balances) Settle(ctx context.Context, entries ...SettleEntry) ([]SettleResult, error) {
+	r := b.r
 	c := r.Client(keys.DBAgentBilling)
 	cmds, err := r.settlePipeline(ctx, c, entries)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {

@@ -53,10 +53,11 @@ type HotBalance struct {
 	raw, rawN    string // as read, for ResetBalance's check
 }
 
-// HotBalances reads the balance, the number of pending deductions and the
+// Hot reads the balance, the number of pending deductions and the
 // count of reflected entries of users in one MULTI/EXEC, so each is
 // consistent with the others.
-func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]HotBalance, error) {
+func (b *Balances) Hot(ctx context.Context, users []string) (map[string]HotBalance, error) {
+	r := b.r
 	gets := make([]*redis.StringCmd, len(users))
 	counts := make([]*redis.StringCmd, len(users))
 	lens := make([]*redis.IntCmd, len(users))
@@ -89,10 +90,11 @@ func (r *Redis) HotBalances(ctx context.Context, users []string) (map[string]Hot
 	return out, nil
 }
 
-// ResetBalance drops a hot balance found behind MySQL, if it is still as h
+// Reset drops a hot balance found behind MySQL, if it is still as h
 // read it and no deduction is pending, so that the next read initialises it
 // from MySQL (EnsureBalance); it reports whether it dropped it.
-func (r *Redis) ResetBalance(ctx context.Context, username string, h HotBalance) (bool, error) {
+func (b *Balances) Reset(ctx context.Context, username string, h HotBalance) (bool, error) {
+	r := b.r
 	k := []string{r.keys.AgentBalance(username), r.keys.AgentPending(username), r.keys.AgentBalanceEntries(username), r.keys.AgentBalanceInit(username)}
 	n, err := resetBalanceScript.Run(ctx, r.Client(keys.DBAgentBilling), k, h.raw, h.rawN).Int()
 	if err != nil {
@@ -108,7 +110,8 @@ func (r *Redis) ResetBalance(ctx context.Context, username string, h HotBalance)
 // users whose keys Redis refused to read (a key of the wrong type): they are
 // skipped. It reads all users in one pipeline and removes in a second, so a
 // batch costs two round trips whatever its size.
-func (r *Redis) CleanLate(ctx context.Context, users []string, age time.Duration, now time.Time) (int, map[string]error, error) {
+func (b *Balances) CleanLate(ctx context.Context, users []string, age time.Duration, now time.Time) (int, map[string]error, error) {
+	r := b.r
 	c := r.Client(keys.DBAgentBilling)
 	old, bad, err := r.oldLateEntries(ctx, c, users, age, now)
 	if err != nil || len(old) == 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
@@ -29,7 +30,7 @@ func TestCleanLateRemovesOldEntriesOfMissingBalances(t *testing.T) {
 	// other: no balance, only an old entry.
 	require.NoError(t, c.HSet(ctx, kb.AgentBalanceLate("other"), "a", old).Err())
 
-	n, bad, err := r.CleanLate(ctx, []string{"kept", "gone", "other", "nobody"}, time.Hour, now)
+	n, bad, err := store.NewBalances(nil, r).CleanLate(ctx, []string{"kept", "gone", "other", "nobody"}, time.Hour, now)
 	require.Empty(t, bad)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
@@ -39,7 +40,7 @@ func TestCleanLateRemovesOldEntriesOfMissingBalances(t *testing.T) {
 		require.ElementsMatch(t, want, fields, user)
 	}
 
-	n, _, err = r.CleanLate(ctx, []string{"kept", "gone", "other"}, time.Hour, now)
+	n, _, err = store.NewBalances(nil, r).CleanLate(ctx, []string{"kept", "gone", "other"}, time.Hour, now)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing old is left")
 }
@@ -51,7 +52,7 @@ func TestPendingOfListsUsersWithPendingDeductionsOnly(t *testing.T) {
 	c := r.Client(keys.DBAgentBilling)
 	require.NoError(t, c.HSet(ctx, r.Keys().AgentPending("alice"), "d1", "1.50000000|1700000000000").Err())
 
-	got, bad, err := r.PendingOf(ctx, []string{"alice", "bob"})
+	got, bad, err := store.NewBalances(nil, r).PendingOf(ctx, []string{"alice", "bob"})
 	require.NoError(t, err)
 	require.Empty(t, bad)
 	require.Len(t, got, 1)
@@ -61,11 +62,11 @@ func TestPendingOfListsUsersWithPendingDeductionsOnly(t *testing.T) {
 	require.Equal(t, int64(1700000000000), got["alice"][0].At.UnixMilli())
 
 	require.NoError(t, c.HSet(ctx, r.Keys().AgentPending("bob"), "d2", "oops").Err())
-	got, bad, err = r.PendingOf(ctx, []string{"bob", "alice"})
+	got, bad, err = store.NewBalances(nil, r).PendingOf(ctx, []string{"bob", "alice"})
 	require.NoError(t, err, "one user's bad entry is that user's error")
 	require.EqualError(t, bad["bob"], `store: pending deduction d2 of bob: malformed entry "oops"`)
 	require.Len(t, got["alice"], 1)
-	_, err = r.PendingDeductions(ctx, "bob")
+	_, err = store.NewBalances(nil, r).Pending(ctx, "bob")
 	require.EqualError(t, err, `store: pending deduction d2 of bob: malformed entry "oops"`)
 }
 

@@ -22,10 +22,10 @@ func TestKeysAreCaseSensitive(t *testing.T) {
 	_, err := store.NewAccounts(db).Create(ctx, "alice", "", dec("10"))
 	require.NoError(t, err)
 
-	_, err = store.EnsureBalance(ctx, db, r, "Alice")
+	_, err = store.NewBalances(db, r).Ensure(ctx, "Alice")
 	require.ErrorIs(t, err, store.ErrUnknownUser, "Alice is not alice")
 
-	res, err := store.ApplyDebits(ctx, db, []store.Debit{
+	res, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{
 		{Username: "alice", ID: "req1", Amount: dec("1")},
 		{Username: "alice", ID: "Req1", Amount: dec("2")},
 	})

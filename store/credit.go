@@ -33,12 +33,13 @@ type CreditResult struct {
 	Settle  string // what settle.lua did with the Redis balance now ("" when nothing was left to do)
 }
 
-// CreditBalance writes a RECHARGE ledger row and adds to user_account in one
+// Credit writes a RECHARGE ledger row and adds to user_account in one
 // transaction, once per id, then credits the Redis balance at most once
 // (settle.lua; a missing balance takes it at its initialisation). It is
 // idempotent: calling it again, also after a crash between the two steps,
 // finishes the work without crediting twice.
-func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (CreditResult, error) {
+func (b *Balances) Credit(ctx context.Context, c Credit) (CreditResult, error) {
+	db := b.db
 	if c.Username == "" || c.ID == "" || !c.Amount.IsPositive() || c.Amount.Exponent() < -MoneyScale {
 		return CreditResult{}, fmt.Errorf("store: credit %q of %s to %q: want a user, an id and an amount > 0 with at most 8 decimals", c.ID, c.Amount, c.Username)
 	}
@@ -83,7 +84,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 	// What MySQL holds is settled, not this call's amount: a retry that
 	// names another amount must not credit Redis with it.
 	entry, _ := SettleEntryOf(row)
-	out, err := r.Settle(ctx, entry)
+	out, err := b.Settle(ctx, entry)
 	if err != nil {
 		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
 	}
@@ -91,7 +92,7 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (balance-sync reports the user): %w", c.ID, c.Username, out[0].Err)
 	}
 	res.Settle = out[0].Outcome
-	return res, MarkSettled(ctx, db, EntryKey{c.Username, LedgerRecharge, c.ID})
+	return res, NewLedger(db).MarkSettled(ctx, EntryKey{c.Username, LedgerRecharge, c.ID})
 }
 
 // Adjust writes an ADJUST ledger row of delta (either sign) with its
@@ -99,7 +100,8 @@ func CreditBalance(ctx context.Context, db *gorm.DB, r *Redis, c Credit) (Credit
 // was read (balance and sequence); otherwise it returns ErrChanged and
 // writes nothing. The reconciler uses it to bring MySQL to a quiet Redis
 // balance (SPEC 6.5): every correction is a ledger row.
-func Adjust(ctx context.Context, db *gorm.DB, username, id string, delta, readBalance decimal.Decimal, readSeq uint64, reason string) (uint64, error) {
+func (l *Ledger) Adjust(ctx context.Context, username, id string, delta, readBalance decimal.Decimal, readSeq uint64, reason string) (uint64, error) {
+	db := l.db
 	var seq uint64
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		accounts, err := lockBalances(tx, []string{username})
@@ -138,13 +140,14 @@ const (
 	RestoreMax    = 5000
 )
 
-// EnsureBalance initialises a user's missing hot balance from MySQL: the
+// Ensure initialises a user's missing hot balance from MySQL: the
 // balance and the ledger sequence are read together, so the Redis side knows
 // which entries the read included, and the idempotency markers of the last
 // week's deductions are restored, so a client retrying one after a Redis loss
 // is not charged twice. It returns ErrUnknownUser for a user without an
 // account, and whether it initialised the balance.
-func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, error) {
+func (b *Balances) Ensure(ctx context.Context, username string) (bool, error) {
+	db := b.db
 	var u UserAccount
 	var recent []LedgerEntry
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -165,5 +168,5 @@ func EnsureBalance(ctx context.Context, db *gorm.DB, r *Redis, username string) 
 	for i, e := range recent {
 		markers[i] = RecentDeduction{ID: e.EntryID, Amount: e.Deducted(), Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}
 	}
-	return r.InitBalance(ctx, username, BalanceRead{Balance: u.BalanceFen, Seq: u.LedgerSeq, HotEntries: u.HotEntries}, markers...)
+	return b.Init(ctx, username, BalanceRead{Balance: u.BalanceFen, Seq: u.LedgerSeq, HotEntries: u.HotEntries}, markers...)
 }

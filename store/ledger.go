@@ -14,6 +14,13 @@ import (
 	"gorm.io/gorm/clause"
 )
 
+// Ledger is the money's record in MySQL (SPEC 6): the append-only
+// agent_ledger and the balance of user_account, changed only together.
+type Ledger struct{ db *gorm.DB }
+
+// NewLedger returns the ledger of db.
+func NewLedger(db *gorm.DB) *Ledger { return &Ledger{db: db} }
+
 // ErrUnknownUser is a debit or credit for a user without an account.
 var ErrUnknownUser = errors.New("store: no such user")
 
@@ -53,7 +60,8 @@ type DebitResult struct {
 // consumer, replay or reconciler). A balance never goes below zero: what it
 // cannot cover is recorded as the row's shortfall. Deadlocks re-run the
 // whole transaction.
-func ApplyDebits(ctx context.Context, db *gorm.DB, debits []Debit) ([]DebitResult, error) {
+func (l *Ledger) ApplyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
+	db := l.db
 	var results []DebitResult
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		var err error
@@ -263,7 +271,8 @@ type EntryKey struct {
 }
 
 // MarkSettled records that the Redis balance reflects the entries.
-func MarkSettled(ctx context.Context, db *gorm.DB, entries ...EntryKey) error {
+func (l *Ledger) MarkSettled(ctx context.Context, entries ...EntryKey) error {
+	db := l.db
 	if err := markSettled(db.WithContext(ctx), entries); err != nil {
 		return fmt.Errorf("store: mark %d ledger entries settled: %w", len(entries), err)
 	}
@@ -319,7 +328,8 @@ func (e SettleEntry) Key() EntryKey {
 // Unsettled lists up to limit ledger entries whose Redis side is not done,
 // written before cutoff (a crash or a Redis error left them), with ids above
 // after, in id order: a caller pages on with the last id it got.
-func Unsettled(ctx context.Context, db *gorm.DB, cutoff time.Time, after uint64, limit int) ([]LedgerEntry, error) {
+func (l *Ledger) Unsettled(ctx context.Context, cutoff time.Time, after uint64, limit int) ([]LedgerEntry, error) {
+	db := l.db
 	var rows []LedgerEntry
 	err := db.WithContext(ctx).Where("settled_at IS NULL AND created_at < ? AND id > ?", cutoff.UTC(), after).Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
@@ -350,11 +360,12 @@ type Activity struct {
 	Unsettled  bool       // a ledger entry's Redis side is not done
 }
 
-// AccountActivity reads the accounts of users (those that exist), in one
+// Activity reads the accounts of users (those that exist), in one
 // statement. The per-user reads walk indexes and stop early: the newest
 // entry backwards in (username, created_at), not a MAX over every row of
 // the user, which MariaDB computes by reading them all.
-func AccountActivity(ctx context.Context, db *gorm.DB, users []string) ([]Activity, error) {
+func (l *Ledger) Activity(ctx context.Context, users []string) ([]Activity, error) {
+	db := l.db
 	var rows []Activity
 	err := db.WithContext(ctx).Raw(`SELECT u.username, u.balance_fen, u.ledger_seq, u.hot_entries,
 		(SELECT l.created_at FROM agent_ledger l WHERE l.username = u.username ORDER BY l.created_at DESC LIMIT 1) AS last,

@@ -38,7 +38,7 @@ func TestApplyDebitsOnceEach(t *testing.T) {
 	_, err = store.NewAccounts(db).Create(ctx, "bob", "", dec("1"))
 	require.NoError(t, err)
 
-	res, err := store.ApplyDebits(ctx, db, []store.Debit{
+	res, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{
 		{Username: "alice", ID: "d1", Amount: dec("2.5")},
 		{Username: "bob", ID: "d1", Amount: dec("0.25")},  // ids are per user
 		{Username: "alice", ID: "d1", Amount: dec("2.5")}, // twice in one batch
@@ -55,7 +55,7 @@ func TestApplyDebitsOnceEach(t *testing.T) {
 	require.Equal(t, "0.75000000", res[4].Amount.StringFixed(8), "capped at what MySQL has")
 	require.Equal(t, "2.25000000", res[4].Shortfall.StringFixed(8))
 
-	again, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "alice", ID: "d1", Amount: dec("2.5")}})
+	again, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{{Username: "alice", ID: "d1", Amount: dec("2.5")}})
 	require.NoError(t, err)
 	require.False(t, again[0].Applied, "a redelivery changes nothing")
 	require.Equal(t, res[0].Seq, again[0].Seq)
@@ -87,7 +87,7 @@ func TestApplyDebitsConcurrently(t *testing.T) {
 				for _, u := range users {
 					batch = append(batch, store.Debit{Username: u, ID: fmt.Sprintf("d%d", (i+w)%40), Amount: dec("1.00000001")})
 				}
-				_, err := store.ApplyDebits(ctx, db, batch)
+				_, err := store.NewLedger(db).ApplyDebits(ctx, batch)
 				require.NoError(t, err)
 			}
 		})
@@ -110,35 +110,35 @@ func TestCreditAndAdjust(t *testing.T) {
 	ctx := context.Background()
 	_, err := store.NewAccounts(db).Create(ctx, "carol", "", dec("5"))
 	require.NoError(t, err)
-	_, err = store.EnsureBalance(ctx, db, r, "carol")
+	_, err = store.NewBalances(db, r).Ensure(ctx, "carol")
 	require.NoError(t, err)
 
-	res, err := store.CreditBalance(ctx, db, r, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
+	res, err := store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
 	require.NoError(t, err)
 	require.True(t, res.Applied)
 	require.Equal(t, store.SettleApplied, res.Settle)
-	res, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
+	res, err = store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
 	require.NoError(t, err)
 	require.False(t, res.Applied)
 	require.True(t, res.Settled, "credited at most once")
 	// Also once the Redis marker expired: MySQL remembers.
 	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentSettled("carol", store.SettleCredit, "order-1")).Err())
-	res, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
+	res, err = store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "carol", ID: "order-1", Amount: dec("10")})
 	require.NoError(t, err)
 	require.True(t, res.Settled)
-	bal, err := r.Balance(ctx, "carol")
+	bal, err := store.NewBalances(nil, r).Balance(ctx, "carol")
 	require.NoError(t, err)
 	require.Equal(t, "15.00000000", bal.StringFixed(8))
 	require.Equal(t, "15.00000000", account(t, db, "carol").BalanceFen.StringFixed(8))
 
 	a := account(t, db, "carol")
-	_, err = store.Adjust(ctx, db, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq-1, "stale read")
+	_, err = store.NewLedger(db).Adjust(ctx, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq-1, "stale read")
 	require.ErrorIs(t, err, store.ErrChanged)
-	_, err = store.Adjust(ctx, db, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq, "redis 13.5, mysql 15")
+	_, err = store.NewLedger(db).Adjust(ctx, "carol", "sync:1", dec("-1.5"), a.BalanceFen, a.LedgerSeq, "redis 13.5, mysql 15")
 	require.NoError(t, err)
 	require.Equal(t, "13.50000000", account(t, db, "carol").BalanceFen.StringFixed(8))
 	require.True(t, ledgerSum(t, db, "carol").Equal(dec("13.5")))
-	_, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "nobody", ID: "x", Amount: dec("1")})
+	_, err = store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "nobody", ID: "x", Amount: dec("1")})
 	require.ErrorIs(t, err, store.ErrUnknownUser)
 }
 
@@ -151,18 +151,18 @@ func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
 	ctx := context.Background()
 	_, err := store.NewAccounts(db).Create(ctx, "dora", "", dec("100"))
 	require.NoError(t, err)
-	_, err = store.EnsureBalance(ctx, db, r, "dora")
+	_, err = store.NewBalances(db, r).Ensure(ctx, "dora")
 	require.NoError(t, err)
-	taken, err := r.DeductBalance(ctx, store.DeductRequest{Username: "dora", ID: "early", Amount: dec("30"), Now: time.Now()})
+	taken, err := store.NewBalances(nil, r).Deduct(ctx, store.DeductRequest{Username: "dora", ID: "early", Amount: dec("30"), Now: time.Now()})
 	require.NoError(t, err)
 
 	storetest.Wipe(t, r) // Redis restarts empty; the message of "early" is still in the queue
-	_, err = store.EnsureBalance(ctx, db, r, "dora")
+	_, err = store.NewBalances(db, r).Ensure(ctx, "dora")
 	require.NoError(t, err)
-	bal, err := r.Balance(ctx, "dora")
+	bal, err := store.NewBalances(nil, r).Balance(ctx, "dora")
 	require.NoError(t, err)
 	require.Equal(t, "100.00000000", bal.StringFixed(8), "MySQL does not know the early deduction yet")
-	_, err = r.DeductBalance(ctx, store.DeductRequest{Username: "dora", ID: "later", Amount: dec("5"), Now: time.Now()})
+	_, err = store.NewBalances(nil, r).Deduct(ctx, store.DeductRequest{Username: "dora", ID: "later", Amount: dec("5"), Now: time.Now()})
 	require.NoError(t, err)
 
 	for _, id := range []string{"early", "later"} { // the consumer catches up
@@ -170,14 +170,14 @@ func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
 		if id == "later" {
 			amount = dec("5")
 		}
-		res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "dora", ID: id, Amount: amount}})
+		res, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{{Username: "dora", ID: id, Amount: amount}})
 		require.NoError(t, err)
-		out, err := r.Settle(ctx, store.SettleEntry{Username: "dora", Kind: store.SettleDeduction, EntryID: id, Amount: res[0].Amount, Seq: res[0].Seq})
+		out, err := store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "dora", Kind: store.SettleDeduction, EntryID: id, Amount: res[0].Amount, Seq: res[0].Seq})
 		require.NoError(t, err)
 		want := map[string]string{"early": store.SettleApplied, "later": store.SettleCleared}[id]
 		require.Equal(t, want, out[0].Outcome, id)
 	}
-	bal, err = r.Balance(ctx, "dora")
+	bal, err = store.NewBalances(nil, r).Balance(ctx, "dora")
 	require.NoError(t, err)
 	require.Equal(t, "65.00000000", bal.StringFixed(8))
 	require.Equal(t, "65.00000000", account(t, db, "dora").BalanceFen.StringFixed(8))
@@ -193,26 +193,26 @@ func TestLateEntriesAreTakenByTheInitialisation(t *testing.T) {
 	_, err := store.NewAccounts(db).Create(ctx, "eve", "", dec("50"))
 	require.NoError(t, err)
 	stale := account(t, db, "eve") // an initialisation read MySQL here...
-	res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "eve", ID: "d", Amount: dec("20")}})
+	res, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{{Username: "eve", ID: "d", Amount: dec("20")}})
 	require.NoError(t, err)
-	out, err := r.Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d", Amount: res[0].Amount, Seq: res[0].Seq})
+	out, err := store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d", Amount: res[0].Amount, Seq: res[0].Seq})
 	require.NoError(t, err)
 	require.Equal(t, store.SettleLate, out[0].Outcome)
 	// ...and writes Redis only now.
-	set, err := r.InitBalance(ctx, "eve", store.BalanceRead{Balance: stale.BalanceFen, Seq: stale.LedgerSeq, HotEntries: stale.HotEntries})
+	set, err := store.NewBalances(nil, r).Init(ctx, "eve", store.BalanceRead{Balance: stale.BalanceFen, Seq: stale.LedgerSeq, HotEntries: stale.HotEntries})
 	require.NoError(t, err)
 	require.True(t, set)
-	bal, err := r.Balance(ctx, "eve")
+	bal, err := store.NewBalances(nil, r).Balance(ctx, "eve")
 	require.NoError(t, err)
 	require.Equal(t, "30.00000000", bal.StringFixed(8), "the late entry was applied at initialisation")
 
 	// With a fresh read instead, the entry is not applied twice.
 	storetest.Wipe(t, r)
-	_, err = r.Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d2", Amount: dec("1"), Seq: res[0].Seq})
+	_, err = store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "eve", Kind: store.SettleDeduction, EntryID: "d2", Amount: dec("1"), Seq: res[0].Seq})
 	require.NoError(t, err)
-	_, err = store.EnsureBalance(ctx, db, r, "eve")
+	_, err = store.NewBalances(db, r).Ensure(ctx, "eve")
 	require.NoError(t, err)
-	bal, err = r.Balance(ctx, "eve")
+	bal, err = store.NewBalances(nil, r).Balance(ctx, "eve")
 	require.NoError(t, err)
 	require.Equal(t, "30.00000000", bal.StringFixed(8))
 }
@@ -226,23 +226,23 @@ func TestSettleSaysWhatTheBalanceCouldNotTake(t *testing.T) {
 	ctx := context.Background()
 	_, err := store.NewAccounts(db).Create(ctx, "fay", "", dec("10"))
 	require.NoError(t, err)
-	_, err = store.EnsureBalance(ctx, db, r, "fay") // restored from MySQL, which has not seen "in-flight" yet
+	_, err = store.NewBalances(db, r).Ensure(ctx, "fay") // restored from MySQL, which has not seen "in-flight" yet
 	require.NoError(t, err)
-	_, err = r.DeductBalance(ctx, store.DeductRequest{Username: "fay", ID: "after", Amount: dec("8.5"), Now: time.Now()})
+	_, err = store.NewBalances(nil, r).Deduct(ctx, store.DeductRequest{Username: "fay", ID: "after", Amount: dec("8.5"), Now: time.Now()})
 	require.NoError(t, err)
 
-	res, err := store.ApplyDebits(ctx, db, []store.Debit{{Username: "fay", ID: "in-flight", Amount: dec("4")}})
+	res, err := store.NewLedger(db).ApplyDebits(ctx, []store.Debit{{Username: "fay", ID: "in-flight", Amount: dec("4")}})
 	require.NoError(t, err)
-	out, err := r.Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
+	out, err := store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
 	require.NoError(t, err)
 	require.Equal(t, store.SettleApplied, out[0].Outcome)
 	require.Equal(t, "2.50000000", out[0].Uncovered.StringFixed(8))
-	bal, err := r.Balance(ctx, "fay")
+	bal, err := store.NewBalances(nil, r).Balance(ctx, "fay")
 	require.NoError(t, err)
 	require.Equal(t, "0.00000000", bal.StringFixed(8))
 
 	// Settled again (a redelivery): nothing more is applied or reported.
-	out, err = r.Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
+	out, err = store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "fay", Kind: store.SettleDeduction, EntryID: "in-flight", Amount: res[0].Amount, Seq: res[0].Seq})
 	require.NoError(t, err)
 	require.Equal(t, store.SettleSettled, out[0].Outcome)
 	require.True(t, out[0].Uncovered.IsZero())
@@ -261,7 +261,7 @@ func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
 	for i := range debits {
 		debits[i] = store.Debit{Username: "gil", ID: fmt.Sprintf("d%d", i), Amount: dec("0.01")}
 	}
-	_, err = store.ApplyDebits(ctx, db, debits)
+	_, err = store.NewLedger(db).ApplyDebits(ctx, debits)
 	require.NoError(t, err)
 
 	// rowsRead is how many index and table rows fn read, on one connection.
@@ -283,7 +283,7 @@ func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
 	overhead := rowsRead(func(*gorm.DB) {})
 
 	marked := rowsRead(func(conn *gorm.DB) {
-		require.NoError(t, store.MarkSettled(ctx, conn, store.EntryKey{Username: "gil", Kind: store.LedgerDeduct, EntryID: "d1500"}))
+		require.NoError(t, store.NewLedger(conn).MarkSettled(ctx, store.EntryKey{Username: "gil", Kind: store.LedgerDeduct, EntryID: "d1500"}))
 	}) - overhead
 	require.Less(t, marked, int64(100), "marking one entry settled read %d rows of 3,000", marked)
 	var settled int64
@@ -291,7 +291,7 @@ func TestLedgerWritesReadOnlyTheirRows(t *testing.T) {
 	require.EqualValues(t, 1, settled)
 
 	applied := rowsRead(func(conn *gorm.DB) {
-		_, err := store.ApplyDebits(ctx, conn, []store.Debit{{Username: "gil", ID: "d7", Amount: dec("0.01")}, {Username: "gil", ID: "new", Amount: dec("0.01")}})
+		_, err := store.NewLedger(conn).ApplyDebits(ctx, []store.Debit{{Username: "gil", ID: "d7", Amount: dec("0.01")}, {Username: "gil", ID: "new", Amount: dec("0.01")}})
 		require.NoError(t, err)
 	}) - overhead
 	require.Less(t, applied, int64(100), "a deduction read %d rows of 3,000", applied)
@@ -306,18 +306,18 @@ func TestCreditRetryCreditsTheStoredAmount(t *testing.T) {
 	ctx := context.Background()
 	_, err := store.NewAccounts(db).Create(ctx, "dan", "", dec("5"))
 	require.NoError(t, err)
-	_, err = store.CreditBalance(ctx, db, r, store.Credit{Username: "dan", ID: "order-1", Amount: dec("10")})
+	_, err = store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "dan", ID: "order-1", Amount: dec("10")})
 	require.NoError(t, err)
 	// Undo the Redis side, as if the process died after the commit.
 	require.NoError(t, db.Exec("UPDATE agent_ledger SET settled_at = NULL WHERE username = 'dan' AND entry_id = 'order-1'").Error)
 	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentSettled("dan", store.SettleCredit, "order-1")).Err())
 	require.NoError(t, r.Client(keys.DBAgentBilling).Set(ctx, r.Keys().AgentBalance("dan"), "5.00000000", 0).Err())
 
-	res, err := store.CreditBalance(ctx, db, r, store.Credit{Username: "dan", ID: "order-1", Amount: dec("99")})
+	res, err := store.NewBalances(db, r).Credit(ctx, store.Credit{Username: "dan", ID: "order-1", Amount: dec("99")})
 	require.NoError(t, err)
 	require.False(t, res.Applied)
 	require.Equal(t, store.SettleApplied, res.Settle)
-	bal, err := r.Balance(ctx, "dan")
+	bal, err := store.NewBalances(nil, r).Balance(ctx, "dan")
 	require.NoError(t, err)
 	require.Equal(t, "15.00000000", bal.StringFixed(8))
 	require.Equal(t, "15.00000000", account(t, db, "dan").BalanceFen.StringFixed(8))

@@ -110,8 +110,9 @@ func markerValue(deducted decimal.Decimal, ref, hash string) string {
 	return deducted.StringFixed(MoneyScale) + "|" + ref + "|" + hash
 }
 
-// PendingDeductions lists a user's deductions that no consumer has applied yet.
-func (r *Redis) PendingDeductions(ctx context.Context, username string) ([]PendingDeduction, error) {
+// Pending lists a user's deductions that no consumer has applied yet.
+func (b *Balances) Pending(ctx context.Context, username string) ([]PendingDeduction, error) {
+	r := b.r
 	m, err := r.Client(keys.DBAgentBilling).HGetAll(ctx, r.keys.AgentPending(username)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: pending deductions of %s: %w", username, err)
@@ -122,7 +123,8 @@ func (r *Redis) PendingDeductions(ctx context.Context, username string) ([]Pendi
 // PendingOf returns the pending deductions of users, in one pipeline, and,
 // apart, the users whose pending hash holds an entry that cannot be read (the
 // error names it): they are left out of the first map.
-func (r *Redis) PendingOf(ctx context.Context, users []string) (map[string][]PendingDeduction, map[string]error, error) {
+func (b *Balances) PendingOf(ctx context.Context, users []string) (map[string][]PendingDeduction, map[string]error, error) {
+	r := b.r
 	cmds := make([]*redis.MapStringStringCmd, len(users))
 	_, err := r.Client(keys.DBAgentBilling).Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range users {
@@ -169,7 +171,8 @@ type ResettleResult struct {
 // balance. Either way the idempotency marker is set to the row's, so a
 // client retrying the request is answered as a replay. Calling it again
 // changes nothing.
-func (r *Redis) Resettle(ctx context.Context, e SettleEntry) (ResettleResult, error) {
+func (b *Balances) Resettle(ctx context.Context, e SettleEntry) (ResettleResult, error) {
+	r := b.r
 	k := []string{r.keys.AgentBalance(e.Username), r.keys.AgentPending(e.Username), r.keys.AgentSettled(e.Username, SettleDeduction, e.EntryID),
 		r.keys.AgentDeduction(e.Username, e.EntryID), r.keys.AgentBalanceEntries(e.Username)}
 	res, err := resettleScript.Run(ctx, r.Client(keys.DBAgentBilling), k, e.EntryID, e.Ref,

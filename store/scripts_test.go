@@ -18,7 +18,7 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 func deduct(t *testing.T, r *store.Redis, user, id, amount string) (store.Taken, error) {
 	t.Helper()
-	return r.DeductBalance(context.Background(), store.DeductRequest{Username: user, ID: id, Amount: dec(amount), Now: time.UnixMilli(1700000000000)})
+	return store.NewBalances(nil, r).Deduct(context.Background(), store.DeductRequest{Username: user, ID: id, Amount: dec(amount), Now: time.UnixMilli(1700000000000)})
 }
 
 func balance(t *testing.T, r *store.Redis, user string) string {
@@ -34,10 +34,10 @@ func TestDeductMissingKey(t *testing.T) {
 	_, err := deduct(t, r, "alice", "r1", "1")
 	require.ErrorIs(t, err, store.ErrBalanceMissing)
 
-	set, err := r.InitBalance(context.Background(), "alice", store.BalanceRead{Balance: dec("10")})
+	set, err := store.NewBalances(nil, r).Init(context.Background(), "alice", store.BalanceRead{Balance: dec("10")})
 	require.NoError(t, err)
 	require.True(t, set)
-	set, err = r.InitBalance(context.Background(), "alice", store.BalanceRead{Balance: dec("99")})
+	set, err = store.NewBalances(nil, r).Init(context.Background(), "alice", store.BalanceRead{Balance: dec("99")})
 	require.NoError(t, err)
 	require.False(t, set, "SETNX keeps the first value")
 	require.Equal(t, "10.00000000", balance(t, r, "alice"))
@@ -46,12 +46,12 @@ func TestDeductMissingKey(t *testing.T) {
 func TestDeductZeroBalance(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "bob", store.BalanceRead{Balance: decimal.Zero})
+	_, err := store.NewBalances(nil, r).Init(context.Background(), "bob", store.BalanceRead{Balance: decimal.Zero})
 	require.NoError(t, err)
 	_, err = deduct(t, r, "bob", "r1", "0.5")
 	require.ErrorIs(t, err, store.ErrBalanceEmpty)
 	require.Equal(t, "0.00000000", balance(t, r, "bob"))
-	pending, err := r.PendingDeductions(context.Background(), "bob")
+	pending, err := store.NewBalances(nil, r).Pending(context.Background(), "bob")
 	require.NoError(t, err)
 	require.Empty(t, pending, "a refused deduction records nothing")
 }
@@ -59,7 +59,7 @@ func TestDeductZeroBalance(t *testing.T) {
 func TestDeductNormalAndPending(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "carol", store.BalanceRead{Balance: dec("1234.56789012")})
+	_, err := store.NewBalances(nil, r).Init(context.Background(), "carol", store.BalanceRead{Balance: dec("1234.56789012")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "carol", "r1", "0.00120000")
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestDeductNormalAndPending(t *testing.T) {
 	require.False(t, d.Replayed)
 	require.Equal(t, "1234.56669012", balance(t, r, "carol"))
 
-	pending, err := r.PendingDeductions(context.Background(), "carol")
+	pending, err := store.NewBalances(nil, r).Pending(context.Background(), "carol")
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	require.Equal(t, "r1", pending[0].ID)
@@ -79,7 +79,7 @@ func TestDeductNormalAndPending(t *testing.T) {
 func TestDeductCapsAtZero(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "dave", store.BalanceRead{Balance: dec("0.3")})
+	_, err := store.NewBalances(nil, r).Init(context.Background(), "dave", store.BalanceRead{Balance: dec("0.3")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "dave", "r1", "1.25")
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestDeductCapsAtZero(t *testing.T) {
 func TestDeductSameIDOnce(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "erin", store.BalanceRead{Balance: dec("5")})
+	_, err := store.NewBalances(nil, r).Init(context.Background(), "erin", store.BalanceRead{Balance: dec("5")})
 	require.NoError(t, err)
 	first, err := deduct(t, r, "erin", "req-7", "2")
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, "2.00000000", balance(t, r, "erin"))
 	// The id is scoped to the user.
-	_, err = r.InitBalance(context.Background(), "frank", store.BalanceRead{Balance: dec("1")})
+	_, err = store.NewBalances(nil, r).Init(context.Background(), "frank", store.BalanceRead{Balance: dec("1")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "frank", "req-7", "1")
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestDeductSameIDOnce(t *testing.T) {
 func TestDeductIsExactForLargeBalances(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
-	_, err := r.InitBalance(context.Background(), "gina", store.BalanceRead{Balance: dec("999999999999.99999999")})
+	_, err := store.NewBalances(nil, r).Init(context.Background(), "gina", store.BalanceRead{Balance: dec("999999999999.99999999")})
 	require.NoError(t, err)
 	d, err := deduct(t, r, "gina", "r1", "0.00000001")
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestDeductMalformed(t *testing.T) {
 func TestScriptsSurviveScriptFlush(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "ivy", store.BalanceRead{Balance: dec("2")})
+	_, err := store.NewBalances(nil, r).Init(ctx, "ivy", store.BalanceRead{Balance: dec("2")})
 	require.NoError(t, err)
 	_, err = deduct(t, r, "ivy", "r1", "1")
 	require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestSettleSurvivesScriptFlush(t *testing.T) {
 	r := storetest.Redis(t)
 	ctx := context.Background()
 	require.NoError(t, r.Client(keys.DBAgentBilling).ScriptFlush(ctx).Err())
-	out, err := r.Settle(ctx, store.SettleEntry{Username: "jay", Kind: store.SettleCredit, EntryID: "c1", Amount: dec("1"), Seq: 1})
+	out, err := store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "jay", Kind: store.SettleCredit, EntryID: "c1", Amount: dec("1"), Seq: 1})
 	require.NoError(t, err)
 	require.Equal(t, store.SettleLate, out[0].Outcome, "no balance: kept for its initialisation")
 }
@@ -180,17 +180,17 @@ func TestDeductMarkerAnswersReplayOrConflict(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "ivy", store.BalanceRead{Balance: dec("10")})
+	_, err := store.NewBalances(nil, r).Init(ctx, "ivy", store.BalanceRead{Balance: dec("10")})
 	require.NoError(t, err)
 	taken := func(tk store.Taken) string {
 		return fmt.Sprintf("balance %s deducted %s replayed %t ref %q", tk.Balance.StringFixed(8), tk.Deducted.StringFixed(8), tk.Replayed, tk.Ref)
 	}
 	req := store.DeductRequest{Username: "ivy", ID: "r1", Amount: dec("3"), Now: time.UnixMilli(1700000000000), Ref: "aaaa", RequestHash: "h1",
 		Usage: &store.UsageData{Model: "m", Input: 3, CostMF: 300000000}}
-	got, err := r.DeductBalance(ctx, req)
+	got, err := store.NewBalances(nil, r).Deduct(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, `balance 7.00000000 deducted 3.00000000 replayed false ref "aaaa"`, taken(got))
-	pending, err := r.PendingDeductions(ctx, "ivy")
+	pending, err := store.NewBalances(nil, r).Pending(ctx, "ivy")
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	p := pending[0]
@@ -198,19 +198,19 @@ func TestDeductMarkerAnswersReplayOrConflict(t *testing.T) {
 	require.Equal(t, &store.UsageData{Model: "m", Input: 3, CostMF: 300000000}, p.Usage)
 
 	req.Ref = "bbbb" // a client's retry draws a new ref; the first charge's comes back
-	got, err = r.DeductBalance(ctx, req)
+	got, err = store.NewBalances(nil, r).Deduct(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, `balance 7.00000000 deducted 3.00000000 replayed true ref "aaaa"`, taken(got))
 
 	req.RequestHash, req.Amount = "h2", dec("5")
-	got, err = r.DeductBalance(ctx, req)
+	got, err = store.NewBalances(nil, r).Deduct(ctx, req)
 	require.ErrorIs(t, err, store.ErrRequestConflict)
 	require.Equal(t, "3.00000000", got.Deducted.StringFixed(8), "the first charge")
 	require.Equal(t, "7.00000000", balance(t, r, "ivy"), "nothing taken")
 
 	c := r.Client(keys.DBAgentBilling)
 	require.NoError(t, c.Set(ctx, r.Keys().AgentDeduction("ivy", "old"), "2.50000000", time.Hour).Err())
-	got, err = r.DeductBalance(ctx, store.DeductRequest{Username: "ivy", ID: "old", Amount: dec("9"), Now: time.Now(), Ref: "cccc", RequestHash: "h9"})
+	got, err = store.NewBalances(nil, r).Deduct(ctx, store.DeductRequest{Username: "ivy", ID: "old", Amount: dec("9"), Now: time.Now(), Ref: "cccc", RequestHash: "h9"})
 	require.NoError(t, err, "an older marker knows no hash: a replay")
 	require.Equal(t, `balance 7.00000000 deducted 2.50000000 replayed true ref ""`, taken(got))
 }
@@ -222,23 +222,23 @@ func TestPendingRecordAnswersAReplayWithoutTheMarker(t *testing.T) {
 	t.Parallel()
 	r := storetest.Redis(t)
 	ctx := context.Background()
-	_, err := r.InitBalance(ctx, "jan", store.BalanceRead{Balance: dec("10")})
+	_, err := store.NewBalances(nil, r).Init(ctx, "jan", store.BalanceRead{Balance: dec("10")})
 	require.NoError(t, err)
 	req := store.DeductRequest{Username: "jan", ID: "r1", Amount: dec("3"), Now: time.Now(), Ref: "aaaa", RequestHash: "h1"}
-	_, err = r.DeductBalance(ctx, req)
+	_, err = store.NewBalances(nil, r).Deduct(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentDeduction("jan", "r1")).Err())
 
 	req.Ref = "bbbb"
-	got, err := r.DeductBalance(ctx, req)
+	got, err := store.NewBalances(nil, r).Deduct(ctx, req)
 	require.NoError(t, err)
 	require.True(t, got.Replayed)
 	require.Equal(t, "aaaa", got.Ref)
 	require.Equal(t, "7.00000000", balance(t, r, "jan"), "taken once")
 	req.RequestHash = "h2"
-	_, err = r.DeductBalance(ctx, req)
+	_, err = store.NewBalances(nil, r).Deduct(ctx, req)
 	require.ErrorIs(t, err, store.ErrRequestConflict)
-	pending, err := r.PendingDeductions(ctx, "jan")
+	pending, err := store.NewBalances(nil, r).Pending(ctx, "jan")
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	require.Equal(t, "aaaa", pending[0].Ref, "the first charge's record is kept")
@@ -254,9 +254,9 @@ func TestSettleLeavesAnUnknownEntryCountUnknown(t *testing.T) {
 	ctx := context.Background()
 	c := r.Client(keys.DBAgentBilling)
 	require.NoError(t, c.Set(ctx, r.Keys().AgentBalance("kim"), "10.00000000", 0).Err())
-	_, err := r.DeductBalance(ctx, store.DeductRequest{Username: "kim", ID: "r1", Amount: dec("3"), Now: time.Now(), Ref: "aaaa"})
+	_, err := store.NewBalances(nil, r).Deduct(ctx, store.DeductRequest{Username: "kim", ID: "r1", Amount: dec("3"), Now: time.Now(), Ref: "aaaa"})
 	require.NoError(t, err)
-	out, err := r.Settle(ctx, store.SettleEntry{Username: "kim", Kind: store.SettleDeduction, EntryID: "r1", Amount: dec("3"), Seq: 1, Ref: "aaaa"},
+	out, err := store.NewBalances(nil, r).Settle(ctx, store.SettleEntry{Username: "kim", Kind: store.SettleDeduction, EntryID: "r1", Amount: dec("3"), Seq: 1, Ref: "aaaa"},
 		store.SettleEntry{Username: "kim", Kind: store.SettleCredit, EntryID: "c1", Amount: dec("1"), Seq: 2})
 	require.NoError(t, err)
 	require.Equal(t, store.SettleCleared, out[0].Outcome)
@@ -264,7 +264,7 @@ func TestSettleLeavesAnUnknownEntryCountUnknown(t *testing.T) {
 	n, err := c.Exists(ctx, r.Keys().AgentBalanceEntries("kim")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "still unknown")
-	h, err := r.HotBalances(ctx, []string{"kim"})
+	h, err := store.NewBalances(nil, r).Hot(ctx, []string{"kim"})
 	require.NoError(t, err)
 	require.False(t, h["kim"].EntriesKnown)
 }

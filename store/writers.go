@@ -26,12 +26,13 @@ type LedgerWriter struct {
 
 // NewLedgerWriter returns a writer over db.
 func NewLedgerWriter(db *gorm.DB, observe OnBatch) *LedgerWriter {
+	l := NewLedger(db)
 	w := &LedgerWriter{
 		debits: groupcommit.New(WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
-			return ApplyDebits(ctx, db, ds)
+			return l.ApplyDebits(ctx, ds)
 		}),
 		settled: groupcommit.New(WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
-			return make([]struct{}, len(es)), MarkSettled(ctx, db, es...)
+			return make([]struct{}, len(es)), l.MarkSettled(ctx, es...)
 		}),
 	}
 	w.debits.Observe = observing(observe, "ledger")

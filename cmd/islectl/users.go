@@ -79,7 +79,7 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		if *id == "" {
 			*id = "islectl:" + time.Now().UTC().Format("20060102T150405.000000000")
 		}
-		res, err := store.CreditBalance(ctx, db, rdb, store.Credit{Username: pos[0], ID: *id, Amount: amount, Reason: *reason, Source: "islectl"})
+		res, err := store.NewBalances(db, rdb).Credit(ctx, store.Credit{Username: pos[0], ID: *id, Amount: amount, Reason: *reason, Source: "islectl"})
 		if err != nil {
 			return err
 		}

@@ -50,14 +50,14 @@ func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, microFen int64) {
 
 // Service charges requests.
 type Service struct {
-	db  *gorm.DB
-	rdb *store.Redis
-	now func() time.Time
+	prices   *store.Prices
+	balances *store.Balances
+	now      func() time.Time
 }
 
-// New returns a Service.
+// New returns a Service over the prices and the hot balances of db and rdb.
 func New(db *gorm.DB, rdb *store.Redis) *Service {
-	return &Service{db: db, rdb: rdb, now: time.Now}
+	return &Service{prices: store.NewPrices(db, rdb), balances: store.NewBalances(db, rdb), now: time.Now}
 }
 
 // Request is one usage to charge.
@@ -93,7 +93,7 @@ type Charge struct {
 // balance is ErrNoBalance (with the Charge's Cost set); a zero cost takes
 // nothing.
 func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
-	p, err := store.NewPrices(s.db, s.rdb).Get(ctx, r.Model)
+	p, err := s.prices.Get(ctx, r.Model)
 	if err != nil {
 		return Charge{}, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 	var taken store.Taken
 	err = s.withBalance(ctx, r.Username, func() error {
 		var err error
-		taken, err = s.rdb.DeductBalance(ctx, req)
+		taken, err = s.balances.Deduct(ctx, req)
 		return err
 	})
 	switch {
@@ -131,7 +131,7 @@ func (s *Service) Balance(ctx context.Context, username string) (decimal.Decimal
 	var bal decimal.Decimal
 	err := s.withBalance(ctx, username, func() error {
 		var err error
-		bal, err = s.rdb.Balance(ctx, username)
+		bal, err = s.balances.Balance(ctx, username)
 		return err
 	})
 	return bal, err
@@ -147,7 +147,7 @@ func (s *Service) withBalance(ctx context.Context, username string, op func() er
 	if !errors.Is(err, store.ErrBalanceMissing) {
 		return err
 	}
-	if _, err := store.EnsureBalance(ctx, s.db, s.rdb, username); err != nil {
+	if _, err := s.balances.Ensure(ctx, username); err != nil {
 		return err
 	}
 	return op()
@@ -155,7 +155,7 @@ func (s *Service) withBalance(ctx context.Context, username string, op func() er
 
 // Pending sums a user's deductions not yet in MySQL.
 func (s *Service) Pending(ctx context.Context, username string) (decimal.Decimal, error) {
-	entries, err := s.rdb.PendingDeductions(ctx, username)
+	entries, err := s.balances.Pending(ctx, username)
 	sum := decimal.Zero
 	for _, e := range entries {
 		sum = sum.Add(e.Deducted)

@@ -52,7 +52,7 @@ func TestReplayWithAnotherBodyIsAConflict(t *testing.T) {
 	require.Equal(t, false, out["replayed"])
 	require.Equal(t, "7.00000000", out["deductedFen"])
 
-	bal, err := b.redis.Balance(ctx, "alice")
+	bal, err := store.NewBalances(nil, b.redis).Balance(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "47.00000000", bal.StringFixed(8), "alice paid once")
 }

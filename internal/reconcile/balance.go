@@ -53,8 +53,10 @@ type InFlight interface {
 //     with an ADJUST ledger row naming both values;
 //  4. drops what Redis re-initialisations no longer need.
 type BalanceSync struct {
-	db       *gorm.DB
 	rdb      *store.Redis
+	ledger   *store.Ledger
+	balances *store.Balances
+	usage    *store.UsageStats
 	cfg      BalanceSyncConfig
 	inflight InFlight
 	metrics  *Metrics
@@ -71,7 +73,7 @@ func NewBalanceSync(db *gorm.DB, rdb *store.Redis, cfg BalanceSyncConfig, inflig
 	cfg.Quiet = cmp.Or(cfg.Quiet, QuietDefault)
 	cfg.Batch = cmp.Or(cfg.Batch, BatchDefault)
 	cfg.ConfirmDelay = cmp.Or(cfg.ConfirmDelay, ConfirmDelayDefault)
-	return &BalanceSync{db: db, rdb: rdb, cfg: cfg, inflight: inflight, metrics: m, log: log, now: time.Now}
+	return &BalanceSync{rdb: rdb, ledger: store.NewLedger(db), balances: store.NewBalances(db, rdb), usage: store.NewUsageStats(db, rdb), cfg: cfg, inflight: inflight, metrics: m, log: log, now: time.Now}
 }
 
 // Name is "balance-sync".
@@ -162,7 +164,7 @@ func (j *BalanceSync) unreadable(res *BalanceResult, user string, err error) {
 // cleanLate drops the late entries of balances still missing.
 func (j *BalanceSync) cleanLate(ctx context.Context, res *BalanceResult) error {
 	return j.rdb.ScanUsers(ctx, keys.AgentBalanceLate, j.cfg.Batch, func(users []string) error {
-		n, bad, err := j.rdb.CleanLate(ctx, users, lateAge, j.now())
+		n, bad, err := j.balances.CleanLate(ctx, users, lateAge, j.now())
 		res.LateCleaned += n
 		for user, err := range bad {
 			j.unreadable(res, user, err)

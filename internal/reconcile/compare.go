@@ -65,11 +65,11 @@ func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 // read reads users' Redis side, then their accounts: what a comparison
 // compares.
 func (j *BalanceSync) read(ctx context.Context, users []string) (map[string]store.HotBalance, []store.Activity, error) {
-	hot, err := j.rdb.HotBalances(ctx, users)
+	hot, err := j.balances.Hot(ctx, users)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := store.AccountActivity(ctx, j.db, users)
+	rows, err := j.ledger.Activity(ctx, users)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconcile: %w", err)
 	}
@@ -208,7 +208,7 @@ func (j *BalanceSync) deferred(ctx context.Context, drifts []drift, res *Balance
 // rebuild drops the user's hot balance, if unchanged since it was read,
 // and initialises it from MySQL as after a Redis loss.
 func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.HotBalance, why string, res *BalanceResult) error {
-	dropped, err := j.rdb.ResetBalance(ctx, row.Username, h)
+	dropped, err := j.balances.Reset(ctx, row.Username, h)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.H
 		res.Busy++ // the user moved meanwhile; the next run looks again
 		return nil
 	}
-	if _, err := store.EnsureBalance(ctx, j.db, j.rdb, row.Username); err != nil {
+	if _, err := j.balances.Ensure(ctx, row.Username); err != nil {
 		// The balance stays missing (the next request initialises it);
 		// this user's failure is not the others'.
 		res.Errors++
@@ -233,7 +233,7 @@ func (j *BalanceSync) rebuild(ctx context.Context, row store.Activity, h store.H
 func (j *BalanceSync) adjust(ctx context.Context, row store.Activity, hotBal decimal.Decimal, t0 time.Time, res *BalanceResult) {
 	delta := hotBal.Sub(row.BalanceFen)
 	reason := fmt.Sprintf("balance-sync: redis %s, mysql %s", hotBal.StringFixed(store.MoneyScale), row.BalanceFen.StringFixed(store.MoneyScale))
-	_, err := store.Adjust(ctx, j.db, row.Username, fmt.Sprintf("sync:%d", t0.UnixMilli()), delta, row.BalanceFen, row.LedgerSeq, reason)
+	_, err := j.ledger.Adjust(ctx, row.Username, fmt.Sprintf("sync:%d", t0.UnixMilli()), delta, row.BalanceFen, row.LedgerSeq, reason)
 	switch {
 	case errors.Is(err, store.ErrChanged):
 		res.Busy++

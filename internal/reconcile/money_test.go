@@ -51,7 +51,7 @@ func TestMoneyInvariantsUnderFaults(t *testing.T) {
 			storetest.Wipe(rt, r)
 			r.Close()
 		}()
-		w := &money{db: m.db, r: r, svc: billing.New(m.db, r), consumer: handlers.NewBillingDeduct(directLedger{m.db}, r, discard)}
+		w := &money{db: m.db, r: r, svc: billing.New(m.db, r), consumer: handlers.NewBillingDeduct(directLedger{m.db}, store.NewBalances(m.db, r), discard)}
 		sm := newMachine(rt, w, world.Add(1))
 		rt.Repeat(rapid.StateMachineActions(sm))
 		sm.quiesce(rt)
@@ -224,7 +224,7 @@ func (sm *machine) expose(t *rapid.T, k dkey) {
 	if !sm.inflight[k] {
 		return
 	}
-	bal, err := sm.m.r.Balance(context.Background(), k.user)
+	bal, err := store.NewBalances(nil, sm.m.r).Balance(context.Background(), k.user)
 	if errors.Is(err, store.ErrBalanceMissing) {
 		return
 	}
@@ -276,7 +276,7 @@ func (sm *machine) Crash(t *rapid.T) {
 	if q.messageID != "" {
 		d.ID, d.SelfSettled = "msg:"+q.messageID, true
 	}
-	if _, err := store.ApplyDebits(context.Background(), sm.m.db, []store.Debit{d}); err != nil {
+	if _, err := store.NewLedger(sm.m.db).ApplyDebits(context.Background(), []store.Debit{d}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -371,7 +371,7 @@ func (sm *machine) Recharge(t *rapid.T) {
 	u := sm.user(t)
 	amount := decimal.New(int64(rapid.IntRange(1, 3000).Draw(t, "recharge")), -2)
 	sm.next++
-	if _, err := store.CreditBalance(context.Background(), sm.m.db, sm.m.r, store.Credit{Username: u, ID: fmt.Sprintf("c%d", sm.next), Amount: amount}); err != nil {
+	if _, err := store.NewBalances(sm.m.db, sm.m.r).Credit(context.Background(), store.Credit{Username: u, ID: fmt.Sprintf("c%d", sm.next), Amount: amount}); err != nil {
 		t.Fatal(err)
 	}
 	sm.recharged[u] = sm.recharged[u].Add(amount)
@@ -412,7 +412,7 @@ func (sm *machine) Reconcile(t *rapid.T) {
 func (sm *machine) Check(t *rapid.T) {
 	ctx := context.Background()
 	for _, u := range sm.users {
-		if bal, err := sm.m.r.Balance(ctx, u); err == nil && bal.IsNegative() {
+		if bal, err := store.NewBalances(nil, sm.m.r).Balance(ctx, u); err == nil && bal.IsNegative() {
 			t.Fatalf("Redis balance of %s is %s", u, bal)
 		}
 		var mysql decimal.Decimal
@@ -454,7 +454,7 @@ func (sm *machine) quiesce(t *rapid.T) {
 		if !redis.Equal(row.Balance) || !row.Balance.Equal(row.Sum) {
 			t.Fatalf("%s at quiescence: Redis %s, MySQL %s, ledger sum %s", u, redis, row.Balance, row.Sum)
 		}
-		hot, err := sm.m.r.HotBalances(ctx, []string{u})
+		hot, err := store.NewBalances(nil, sm.m.r).Hot(ctx, []string{u})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func TestSecondChargeAfterMarkerLossIsRefunded(t *testing.T) {
 			}
 			require.Equal(t, "7.00000000", m.hot(t, "dora"), "...and given back")
 			require.Equal(t, "7.00000000", m.mysqlBalance(t, "dora").StringFixed(8))
-			pending, err := m.r.PendingDeductions(ctx, "dora")
+			pending, err := store.NewBalances(nil, m.r).Pending(ctx, "dora")
 			require.NoError(t, err)
 			require.Empty(t, pending)
 			c, _ = m.charge(t, "dora", "r1", 3)
@@ -107,7 +107,7 @@ func TestPendingRecordBackFromASnapshotIsOnlyCleared(t *testing.T) {
 			}
 			require.Equal(t, "7.00000000", m.hot(t, "ezra"), "not refunded")
 			require.Equal(t, "7.00000000", m.mysqlBalance(t, "ezra").StringFixed(8))
-			pending, err := m.r.PendingDeductions(ctx, "ezra")
+			pending, err := store.NewBalances(nil, m.r).Pending(ctx, "ezra")
 			require.NoError(t, err)
 			require.Empty(t, pending, "cleared")
 			require.Zero(t, m.run(t).Adjustments)
@@ -196,7 +196,7 @@ func TestSecondChargeAfterAnInitThatReadTheRowIsRefunded(t *testing.T) {
 	_, first := m.charge(t, "jo", "r1", 5)
 	storetest.Wipe(t, m.r) // Redis lost the balance and the pending record
 	amount, _ := first.Amount()
-	_, err = store.ApplyDebits(ctx, m.db, []store.Debit{{Username: "jo", ID: "r1", Amount: amount, Source: "consumer",
+	_, err = store.NewLedger(m.db).ApplyDebits(ctx, []store.Debit{{Username: "jo", ID: "r1", Amount: amount, Source: "consumer",
 		Ref: first.PendingRef, RequestHash: first.RequestHash}}) // a worker committed it, then died before settling
 	require.NoError(t, err)
 	require.Equal(t, "25.00000000", m.hot(t, "jo"), "initialised from MySQL, r1 included")

@@ -13,7 +13,7 @@ import (
 func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) error {
 	cutoff := j.now().Add(-j.cfg.PendingAge)
 	return j.rdb.ScanUsers(ctx, keys.AgentPending, j.cfg.Batch, func(users []string) error {
-		pending, bad, err := j.rdb.PendingOf(ctx, users)
+		pending, bad, err := j.balances.PendingOf(ctx, users)
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func (j *BalanceSync) countUsage(ctx context.Context, usage []store.Usage, res *
 	if len(usage) == 0 {
 		return nil
 	}
-	counted, err := store.NewUsageStats(j.db, j.rdb).ApplyUsage(ctx, usage)
+	counted, err := j.usage.ApplyUsage(ctx, usage)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (j *BalanceSync) countUsage(ctx context.Context, usage []store.Usage, res *
 		return nil
 	}
 	res.UsageCounted += len(now)
-	return store.NewUsageStats(j.db, j.rdb).IncrUsage(ctx, now)
+	return j.usage.IncrUsage(ctx, now)
 }
 
 // pendingDebit is the ledger debit of a pending record.
@@ -88,7 +88,7 @@ func pendingDebit(user string, e store.PendingDeduction) store.Debit {
 }
 
 func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res *BalanceResult) error {
-	results, err := store.ApplyDebits(ctx, j.db, debits)
+	results, err := j.ledger.ApplyDebits(ctx, debits)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (j *BalanceSync) applyDebits(ctx context.Context, debits []store.Debit, res
 // before: the row's own record, back with an older Redis, is cleared; a
 // second charge of the id is refunded.
 func (j *BalanceSync) resettle(ctx context.Context, d store.Debit, r store.DebitResult, res *BalanceResult) error {
-	out, err := j.rdb.Resettle(ctx, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
+	out, err := j.balances.Resettle(ctx, store.SettleEntry{Username: d.Username, Kind: store.SettleDeduction, EntryID: d.ID,
 		Amount: r.Amount, Seq: r.Seq, Deducted: r.Amount.Add(r.Shortfall), Ref: r.Ref, RequestHash: r.RequestHash})
 	switch {
 	case errors.Is(err, store.ErrBalanceMalformed):
@@ -147,7 +147,7 @@ func (j *BalanceSync) resettle(ctx context.Context, d store.Debit, r store.Debit
 // not take in full (SettleResult.Uncovered); an entry of a user whose Redis
 // data is unreadable is reported and left unsettled.
 func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry, res *BalanceResult) (int, error) {
-	out, err := j.rdb.Settle(ctx, entries...)
+	out, err := j.balances.Settle(ctx, entries...)
 	if err != nil {
 		return 0, err
 	}
@@ -169,7 +169,7 @@ func (j *BalanceSync) settle(ctx context.Context, entries []store.SettleEntry, r
 		}
 		marks = append(marks, e.Key())
 	}
-	return len(marks), store.MarkSettled(ctx, j.db, marks...)
+	return len(marks), j.ledger.MarkSettled(ctx, marks...)
 }
 
 // settleLeftovers finishes the Redis side of ledger entries a crash or a
@@ -180,7 +180,7 @@ func (j *BalanceSync) settleLeftovers(ctx context.Context, res *BalanceResult) e
 	cutoff := j.now().Add(-j.cfg.PendingAge)
 	var after uint64
 	for {
-		rows, err := store.Unsettled(ctx, j.db, cutoff, after, j.cfg.Batch)
+		rows, err := j.ledger.Unsettled(ctx, cutoff, after, j.cfg.Batch)
 		if err != nil || len(rows) == 0 {
 			return err
 		}
@@ -194,7 +194,7 @@ func (j *BalanceSync) settleLeftovers(ctx context.Context, res *BalanceResult) e
 				marks = append(marks, row.Key())
 			}
 		}
-		if err := store.MarkSettled(ctx, j.db, marks...); err != nil {
+		if err := j.ledger.MarkSettled(ctx, marks...); err != nil {
 			return err
 		}
 		if len(settle) > 0 {

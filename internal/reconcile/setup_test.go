@@ -43,7 +43,7 @@ type money struct {
 type directLedger struct{ db *gorm.DB }
 
 func (l directLedger) ApplyDebit(ctx context.Context, d store.Debit) (store.DebitResult, error) {
-	res, err := store.ApplyDebits(ctx, l.db, []store.Debit{d})
+	res, err := store.NewLedger(l.db).ApplyDebits(ctx, []store.Debit{d})
 	if err != nil {
 		return store.DebitResult{}, err
 	}
@@ -51,7 +51,7 @@ func (l directLedger) ApplyDebit(ctx context.Context, d store.Debit) (store.Debi
 }
 
 func (l directLedger) MarkSettled(ctx context.Context, entries ...store.EntryKey) error {
-	return store.MarkSettled(ctx, l.db, entries...)
+	return store.NewLedger(l.db).MarkSettled(ctx, entries...)
 }
 
 func newMoney(t *testing.T) *money {
@@ -61,7 +61,7 @@ func newMoney(t *testing.T) *money {
 	require.NoError(t, store.NewPrices(db, r).Set(context.Background(), store.Pricing{Model: "m", Input: dec("1000000"), Enabled: true}))
 	m := &money{
 		db: db, r: r, svc: billing.New(db, r),
-		consumer: handlers.NewBillingDeduct(directLedger{db}, r, discard),
+		consumer: handlers.NewBillingDeduct(directLedger{db}, store.NewBalances(db, r), discard),
 	}
 	m.sync = newMoneySync(m, true)
 	return m

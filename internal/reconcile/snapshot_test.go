@@ -32,7 +32,7 @@ func TestRedisBackFromASnapshotIsRebuiltNotCopied(t *testing.T) {
 
 			_, msg := m.charge(t, "gus", "r1", 3)
 			require.NoError(t, m.consumer.Handle(ctx, msg))
-			_, err = store.CreditBalance(ctx, m.db, m.r, store.Credit{Username: "gus", ID: "order-1", Amount: dec("5")})
+			_, err = store.NewBalances(m.db, m.r).Credit(ctx, store.Credit{Username: "gus", ID: "order-1", Amount: dec("5")})
 			require.NoError(t, err)
 			require.Equal(t, "12.00000000", m.hot(t, "gus"))
 			require.Equal(t, "12.00000000", m.mysqlBalance(t, "gus").StringFixed(8))

@@ -28,11 +28,11 @@ func TestOneUnreadableUserDoesNotStallBalanceSync(t *testing.T) {
 	}
 	// bad: a ledger entry written first (the oldest unsettled one), whose
 	// settling finds a balance no script can read.
-	_, err := store.ApplyDebits(ctx, m.db, []store.Debit{{Username: "bad", ID: "b1", Amount: dec("1"), OccurredAt: time.Now()}})
+	_, err := store.NewLedger(m.db).ApplyDebits(ctx, []store.Debit{{Username: "bad", ID: "b1", Amount: dec("1"), OccurredAt: time.Now()}})
 	require.NoError(t, err)
 	require.NoError(t, rc.Set(ctx, m.r.Keys().AgentBalance("bad"), "ten fen", 0).Err())
 	// good: an entry written after it, left unsettled by a crash.
-	_, err = store.ApplyDebits(ctx, m.db, []store.Debit{{Username: "good", ID: "g1", Amount: dec("2"), OccurredAt: time.Now()}})
+	_, err = store.NewLedger(m.db).ApplyDebits(ctx, []store.Debit{{Username: "good", ID: "g1", Amount: dec("2"), OccurredAt: time.Now()}})
 	require.NoError(t, err)
 	// oddpending: a pending entry nobody wrote; ok: a pending deduction whose message was lost.
 	require.NoError(t, rc.HSet(ctx, m.r.Keys().AgentPending("oddpending"), "x1", "not|a|record|at|all").Err())
@@ -46,7 +46,7 @@ func TestOneUnreadableUserDoesNotStallBalanceSync(t *testing.T) {
 	require.Equal(t, 1, r.Count("pending_applied"), "ok's pending deduction is applied")
 	require.Equal(t, 3, r.Count("unreadable"), "bad (settle and compare) and oddpending are reported")
 	require.Equal(t, "8.00000000", m.mysqlBalance(t, "good").StringFixed(8))
-	bal, err := m.r.Balance(ctx, "good")
+	bal, err := store.NewBalances(nil, m.r).Balance(ctx, "good")
 	require.NoError(t, err)
 	require.Equal(t, "8.00000000", bal.StringFixed(8), "good's Redis side is done")
 	require.Equal(t, "7.00000000", m.mysqlBalance(t, "ok").StringFixed(8))
@@ -97,7 +97,7 @@ func TestOneFailedRebuildDoesNotStopTheOthers(t *testing.T) {
 	r := res.(interface{ Count(string) int })
 	require.Equal(t, 1, r.Count("errors"), "broken")
 	require.Equal(t, 1, r.Count("rebuilt"), "fine")
-	h, err := m.r.HotBalances(ctx, []string{"fine"})
+	h, err := store.NewBalances(nil, m.r).Hot(ctx, []string{"fine"})
 	require.NoError(t, err)
 	require.True(t, h["fine"].EntriesKnown, "fine was rebuilt")
 }
