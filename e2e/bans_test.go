@@ -47,7 +47,7 @@ func TestRunningAPIRestoresBansAfterRedisLosesThem(t *testing.T) {
 	}
 	t.Logf("refused again %s after the wipe", time.Since(began))
 	require.Eventually(t, func() bool {
-		banned, err := rdb.IsBanned(t.Context(), "mallory")
+		banned, err := store.NewBans(nil, rdb).IsBanned(t.Context(), "mallory")
 		return err == nil && banned
 	}, 10*time.Second, 20*time.Millisecond, "the API put the ban back into Redis")
 	t.Logf("ban back in Redis %s after the wipe", time.Since(began))

@@ -54,7 +54,7 @@ func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 		LastError:   lastError(d.Headers[messaging.HeaderLastError], obj),
 		DeadAt:      h.now().UTC(),
 	}
-	saved, err := store.SaveDeadLetter(ctx, h.db, h.domain.DLQTable, dl)
+	saved, err := store.NewDeadLetters(h.db).Save(ctx, h.domain.DLQTable, dl)
 	if errors.Is(err, store.ErrUnstorable) {
 		return messaging.Permanent(fmt.Errorf("store dead %s message %s: %w", h.domain.Name, d.MessageID, err))
 	}

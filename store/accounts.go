@@ -78,3 +78,19 @@ func (a *Accounts) Get(ctx context.Context, username string) (UserAccount, error
 	}
 	return u, nil
 }
+
+// UserAccount is a row of user_account. BalanceFen changes only in the
+// transaction that inserts the matching LedgerEntry.
+type UserAccount struct {
+	ID          uint64          `gorm:"column:id;primaryKey"`
+	Username    string          `gorm:"column:username"`
+	Email       *string         `gorm:"column:email"`
+	BalanceFen  decimal.Decimal `gorm:"column:balance_fen;type:decimal(20,8)"`
+	LedgerSeq   uint64          `gorm:"column:ledger_seq"`  // seq of the user's last ledger entry
+	HotEntries  uint64          `gorm:"column:hot_entries"` // entries written to be settled into the Redis balance
+	ProExpireAt *time.Time      `gorm:"column:pro_expire_at"`
+	CreatedAt   time.Time       `gorm:"column:created_at"`
+	UpdatedAt   time.Time       `gorm:"column:updated_at"`
+}
+
+func (UserAccount) TableName() string { return "user_account" }

@@ -16,6 +16,17 @@ import (
 	"gorm.io/gorm/clause"
 )
 
+// Bans are the banned users: the user_ban rows (the record) and the Bloom
+// bitmap and exact set in Redis the API checks, kept in step by a ban
+// generation.
+type Bans struct {
+	db *gorm.DB
+	r  *Redis
+}
+
+// NewBans returns the bans of db, checked in r.
+func NewBans(db *gorm.DB, r *Redis) *Bans { return &Bans{db: db, r: r} }
+
 // bloomPositions are the bitmap offsets of a username in the ban Bloom
 // filter (seed 000: 1,000,003 bits, 6 hash functions, CRC32 and Java's
 // String.hashCode combined by double hashing): offset_i = (h1 + i*h2) mod m.
@@ -43,7 +54,7 @@ func javaHashCode(s string) int32 {
 }
 
 // BanState is what Redis says of one user: banned or not, and the ban
-// generation its list reflects (see RebuildBans).
+// generation its list reflects (see Bans.Rebuild).
 type BanState struct {
 	Banned     bool
 	Generation int64 // -1: Redis holds none (it lost its data, or no list was built yet)
@@ -53,7 +64,8 @@ type BanState struct {
 // answers "certainly not" for almost every user in one round trip, which
 // also reads the list's generation, and the exact set settles the rest (so
 // there are no false positives).
-func (r *Redis) BanState(ctx context.Context, username string) (BanState, error) {
+func (bs *Bans) State(ctx context.Context, username string) (BanState, error) {
+	r := bs.r
 	c := r.Client(keys.DBUserBan)
 	args := make([]any, 0, 3*keys.BanBloomHashes) // GET, type, offset per hash
 	for _, p := range bloomPositions(username) {
@@ -91,8 +103,8 @@ func (r *Redis) BanState(ctx context.Context, username string) (BanState, error)
 }
 
 // IsBanned reports whether Redis's ban list holds username.
-func (r *Redis) IsBanned(ctx context.Context, username string) (bool, error) {
-	st, err := r.BanState(ctx, username)
+func (bs *Bans) IsBanned(ctx context.Context, username string) (bool, error) {
+	st, err := bs.State(ctx, username)
 	return st.Banned, err
 }
 
@@ -132,10 +144,11 @@ func (UserBan) TableName() string { return "user_ban" }
 
 // Ban records a ban in MySQL (the durable source) and in Redis (what the
 // API checks). Banning twice keeps the first time and updates the reason.
-// Each ban advances the ban generation (RebuildBans). When Redis cannot be
+// Each ban advances the ban generation (Bans.Rebuild). When Redis cannot be
 // written the ban still stands in MySQL, and the API's check puts it into
 // Redis within its period; the error says so.
-func Ban(ctx context.Context, db *gorm.DB, r *Redis, username, reason string) error {
+func (bs *Bans) Ban(ctx context.Context, username, reason string) error {
+	db, r := bs.db, bs.r
 	if username == "" {
 		return errors.New("store: ban: empty username")
 	}
@@ -161,7 +174,8 @@ func Ban(ctx context.Context, db *gorm.DB, r *Redis, username, reason string) er
 // stay (other names may share them; a rebuild clears them); the exact set
 // decides. Like Ban, it advances the generation, and a Redis it cannot
 // write is corrected by the API's check.
-func Unban(ctx context.Context, db *gorm.DB, r *Redis, username string) (bool, error) {
+func (bs *Bans) Unban(ctx context.Context, username string) (bool, error) {
+	db, r := bs.db, bs.r
 	var (
 		gen int64
 		was bool

@@ -20,7 +20,7 @@ import (
 // reflects in user:ban:generation, advanced with each change it receives in
 // order. A Redis whose generation is missing or differs from MySQL's has
 // lost changes (a restart without its data, an older RDB or AOF, a lagging
-// replica) or missed one; RebuildBans then replaces its list with MySQL's.
+// replica) or missed one; Bans.Rebuild then replaces its list with MySQL's.
 
 // nextBanGeneration advances MySQL's ban generation in tx and returns it.
 // The row stays locked until tx ends, so changes commit in generation order.
@@ -37,7 +37,8 @@ func nextBanGeneration(tx *gorm.DB) (int64, error) {
 }
 
 // BanGeneration returns MySQL's ban generation (0 before the first change).
-func BanGeneration(ctx context.Context, db *gorm.DB) (int64, error) {
+func (bs *Bans) Generation(ctx context.Context) (int64, error) {
+	db := bs.db
 	var gens []int64
 	if err := db.WithContext(ctx).Raw("SELECT generation FROM user_ban_generation WHERE id = 1").Scan(&gens).Error; err != nil {
 		return 0, fmt.Errorf("store: ban generation: %w", err)
@@ -50,7 +51,8 @@ func BanGeneration(ctx context.Context, db *gorm.DB) (int64, error) {
 
 // BanGeneration returns the generation Redis's ban list reflects, -1 when
 // Redis holds none.
-func (r *Redis) BanGeneration(ctx context.Context) (int64, error) {
+func (bs *Bans) HotGeneration(ctx context.Context) (int64, error) {
+	r := bs.r
 	s, err := r.Client(keys.DBUserBan).Get(ctx, r.keys.BanGeneration()).Result()
 	if errors.Is(err, redis.Nil) {
 		return -1, nil
@@ -63,7 +65,8 @@ func (r *Redis) BanGeneration(ctx context.Context) (int64, error) {
 
 // BannedInMySQL reports whether user_ban holds username: the answer for
 // a user while Redis's list is known to be behind.
-func BannedInMySQL(ctx context.Context, db *gorm.DB, username string) (bool, error) {
+func (bs *Bans) BannedInMySQL(ctx context.Context, username string) (bool, error) {
+	db := bs.db
 	var n int64
 	if err := db.WithContext(ctx).Model(&UserBan{}).Where("username = ?", username).Limit(1).Count(&n).Error; err != nil {
 		return false, fmt.Errorf("store: ban of %s: %w", username, err)
@@ -71,7 +74,7 @@ func BannedInMySQL(ctx context.Context, db *gorm.DB, username string) (bool, err
 	return n > 0, nil
 }
 
-// BanRebuild is what RebuildBans did.
+// BanRebuild is what Bans.Rebuild did.
 type BanRebuild struct {
 	Users      int   // bans MySQL holds
 	Generation int64 // MySQL's generation they were read at
@@ -81,14 +84,15 @@ type BanRebuild struct {
 // rebuildBatch is how many users one pipeline adds to a rebuilt list.
 const rebuildBatch = 500
 
-// RebuildBans replaces Redis's ban list (exact set, Bloom bitmap and
+// Bans.Rebuild replaces Redis's ban list (exact set, Bloom bitmap and
 // generation) with MySQL's, read in one snapshot, so bans since an older
 // Redis come back and unbans since are honoured (the old Bloom bits go too).
 // The list is built under keys of its own and swapped in atomically, and only
 // if Redis still holds generation seen (-1: none), as read before the call:
 // a change that came in meanwhile, or another process's rebuild, is never
 // overwritten by an older list (the caller compares again instead).
-func RebuildBans(ctx context.Context, db *gorm.DB, r *Redis, seen int64) (BanRebuild, error) {
+func (bs *Bans) Rebuild(ctx context.Context, seen int64) (BanRebuild, error) {
+	db, r := bs.db, bs.r
 	var (
 		res   BanRebuild
 		names []string

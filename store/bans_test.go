@@ -15,16 +15,16 @@ import (
 // generations returns MySQL's and Redis's ban generations.
 func generations(t *testing.T, db *gorm.DB, r *store.Redis) (mysql, redis int64) {
 	t.Helper()
-	mysql, err := store.BanGeneration(t.Context(), db)
+	mysql, err := store.NewBans(db, nil).Generation(t.Context())
 	require.NoError(t, err)
-	redis, err = r.BanGeneration(t.Context())
+	redis, err = store.NewBans(nil, r).HotGeneration(t.Context())
 	require.NoError(t, err)
 	return mysql, redis
 }
 
 func banned(t *testing.T, r *store.Redis, user string) bool {
 	t.Helper()
-	b, err := r.IsBanned(t.Context(), user)
+	b, err := store.NewBans(nil, r).IsBanned(t.Context(), user)
 	require.NoError(t, err)
 	return b
 }
@@ -36,23 +36,23 @@ func TestBansAndUnbansAdvanceTheGenerationInStep(t *testing.T) {
 	db, r := storetest.MySQL(t), storetest.Redis(t)
 	m, rg := generations(t, db, r)
 	require.Equal(t, [2]int64{0, -1}, [2]int64{m, rg}, "no change yet; Redis holds no list")
-	res, err := store.RebuildBans(t.Context(), db, r, -1)
+	res, err := store.NewBans(db, r).Rebuild(t.Context(), -1)
 	require.NoError(t, err)
 	require.Equal(t, store.BanRebuild{Users: 0, Generation: 0, Replaced: true}, res)
 
-	require.NoError(t, store.Ban(t.Context(), db, r, "ann", "spam"))
-	require.NoError(t, store.Ban(t.Context(), db, r, "ben", ""))
-	was, err := store.Unban(t.Context(), db, r, "ann")
+	require.NoError(t, store.NewBans(db, r).Ban(t.Context(), "ann", "spam"))
+	require.NoError(t, store.NewBans(db, r).Ban(t.Context(), "ben", ""))
+	was, err := store.NewBans(db, r).Unban(t.Context(), "ann")
 	require.NoError(t, err)
 	require.True(t, was)
-	was, err = store.Unban(t.Context(), db, r, "nobody")
+	was, err = store.NewBans(db, r).Unban(t.Context(), "nobody")
 	require.NoError(t, err)
 	require.False(t, was)
 	m, rg = generations(t, db, r)
 	require.Equal(t, [2]int64{4, 4}, [2]int64{m, rg})
 	require.False(t, banned(t, r, "ann"))
 	require.True(t, banned(t, r, "ben"))
-	st, err := r.BanState(t.Context(), "ben")
+	st, err := store.NewBans(nil, r).State(t.Context(), "ben")
 	require.NoError(t, err)
 	require.Equal(t, store.BanState{Banned: true, Generation: 4}, st)
 }
@@ -67,20 +67,20 @@ func TestABanRedisMissedLeavesItsGenerationBehindUntilARebuild(t *testing.T) {
 	down, err := store.OpenRedis(store.RedisConfig{Addr: proxy.Addr(), KeyPrefix: r.Keys().Prefix(), Timeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { down.Close() })
-	_, err = store.RebuildBans(t.Context(), db, r, -1)
+	_, err = store.NewBans(db, r).Rebuild(t.Context(), -1)
 	require.NoError(t, err)
 
 	proxy.Down()
-	require.ErrorContains(t, store.Ban(t.Context(), db, down, "cat", ""), "recorded in MySQL")
-	require.NoError(t, store.Ban(t.Context(), db, r, "dan", ""))
-	inMySQL, err := store.BannedInMySQL(t.Context(), db, "cat")
+	require.ErrorContains(t, store.NewBans(db, down).Ban(t.Context(), "cat", ""), "recorded in MySQL")
+	require.NoError(t, store.NewBans(db, r).Ban(t.Context(), "dan", ""))
+	inMySQL, err := store.NewBans(db, nil).BannedInMySQL(t.Context(), "cat")
 	require.NoError(t, err)
 	require.True(t, inMySQL)
 	require.False(t, banned(t, r, "cat"))
 	m, rg := generations(t, db, r)
 	require.Equal(t, [2]int64{2, 0}, [2]int64{m, rg}, "dan's change came out of order: Redis stays behind")
 
-	res, err := store.RebuildBans(t.Context(), db, r, rg)
+	res, err := store.NewBans(db, r).Rebuild(t.Context(), rg)
 	require.NoError(t, err)
 	require.Equal(t, store.BanRebuild{Users: 2, Generation: 2, Replaced: true}, res)
 	require.True(t, banned(t, r, "cat"))
@@ -94,11 +94,11 @@ func TestABanRedisMissedLeavesItsGenerationBehindUntilARebuild(t *testing.T) {
 func TestARebuildLeavesANewerListAlone(t *testing.T) {
 	t.Parallel()
 	db, r := storetest.MySQL(t), storetest.Redis(t)
-	_, err := store.RebuildBans(t.Context(), db, r, -1)
+	_, err := store.NewBans(db, r).Rebuild(t.Context(), -1)
 	require.NoError(t, err)
-	require.NoError(t, store.Ban(t.Context(), db, r, "eve", ""))
+	require.NoError(t, store.NewBans(db, r).Ban(t.Context(), "eve", ""))
 
-	res, err := store.RebuildBans(t.Context(), db, r, 0) // began when Redis held 0
+	res, err := store.NewBans(db, r).Rebuild(t.Context(), 0) // began when Redis held 0
 	require.NoError(t, err)
 	require.False(t, res.Replaced)
 	_, rg := generations(t, db, r)
@@ -114,8 +114,8 @@ func TestARebuildLeavesANewerListAlone(t *testing.T) {
 func TestARebuildDropsLiftedBansAndTheirBloomBits(t *testing.T) {
 	t.Parallel()
 	db, r := storetest.MySQL(t), storetest.Redis(t)
-	require.NoError(t, store.Ban(t.Context(), db, r, "fay", ""))
-	_, err := store.Unban(t.Context(), db, r, "fay")
+	require.NoError(t, store.NewBans(db, r).Ban(t.Context(), "fay", ""))
+	_, err := store.NewBans(db, r).Unban(t.Context(), "fay")
 	require.NoError(t, err)
 	c, k := r.Client(keys.DBUserBan), r.Keys()
 	// An older list that still holds fay.
@@ -125,7 +125,7 @@ func TestARebuildDropsLiftedBansAndTheirBloomBits(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, bits)
 
-	res, err := store.RebuildBans(t.Context(), db, r, -1)
+	res, err := store.NewBans(db, r).Rebuild(t.Context(), -1)
 	require.NoError(t, err)
 	require.Equal(t, store.BanRebuild{Users: 0, Generation: 2, Replaced: true}, res)
 	require.False(t, banned(t, r, "fay"))
@@ -147,7 +147,7 @@ func TestARebuiltListHoldsEveryBan(t *testing.T) {
 		rows[i] = store.UserBan{Username: fmt.Sprintf("u%04d", i), BannedAt: time.Now().UTC()}
 	}
 	require.NoError(t, db.CreateInBatches(rows, 500).Error)
-	res, err := store.RebuildBans(t.Context(), db, r, -1)
+	res, err := store.NewBans(db, r).Rebuild(t.Context(), -1)
 	require.NoError(t, err)
 	require.Equal(t, n, res.Users)
 	c, k := r.Client(keys.DBUserBan), r.Keys()

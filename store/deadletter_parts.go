@@ -29,14 +29,14 @@ const (
 	partTable          = "dlq_log_part"
 )
 
-// ErrUnstorable is returned by SaveDeadLetter when the database would not
+// ErrUnstorable is returned by DeadLetters.Save when the database would not
 // keep the dead message whole: it refused a value (too long, too large a
 // packet) or kept less than it was given (a non-strict sql_mode, a trigger).
 // Nothing is stored, and saving the same message again fails the same way
 // until the database changes.
 var ErrUnstorable = errors.New("store: the database cannot keep this dead message whole")
 
-// ErrIncomplete is returned by GetDeadLetter for a row some of whose bytes
+// ErrIncomplete is returned by DeadLetters.Get for a row some of whose bytes
 // are missing (a piece deleted by hand, a size that does not add up).
 var ErrIncomplete = errors.New("store: stored dead message is incomplete")
 
@@ -47,7 +47,7 @@ type part struct {
 	data  []byte
 }
 
-// layout returns the row SaveDeadLetter inserts for dl and the pieces of the
+// layout returns the row DeadLetters.Save inserts for dl and the pieces of the
 // values too large for it. The text columns that only describe the message
 // (routing key, type, ids, subject, last error) are made valid UTF-8 and cut
 // to their column; the ids fit whole when they are AMQP short strings.

@@ -15,6 +15,13 @@ import (
 	"gorm.io/gorm"
 )
 
+// DeadLetters are the stored dead messages: one table per domain (the
+// topology names it), each message kept whole however large.
+type DeadLetters struct{ db *gorm.DB }
+
+// NewDeadLetters returns the dead messages of db.
+func NewDeadLetters(db *gorm.DB) *DeadLetters { return &DeadLetters{db: db} }
+
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("store: not found")
 
@@ -46,14 +53,15 @@ func checkDLQTable(table string) error {
 // errStoredBefore ends the transaction of a dead message stored before.
 var errStoredBefore = errors.New("stored before")
 
-// SaveDeadLetter stores a dead message whole and reports whether a row was
+// Save stores a dead message whole and reports whether a row was
 // inserted (false: the same delivery, by DedupKey, was stored before; the
 // unique key decides, so two consumers storing it at once make one row).
 // Any other failure is an error: ErrUnstorable when the database would not
 // keep the message whole (nothing is stored then), whatever its sql_mode.
 // dl.ID is set on insert. The text columns that only describe the message
 // are made to fit (see layout); the body and headers are kept byte for byte.
-func SaveDeadLetter(ctx context.Context, db *gorm.DB, table string, dl *DeadLetter) (bool, error) {
+func (ds *DeadLetters) Save(ctx context.Context, table string, dl *DeadLetter) (bool, error) {
+	db := ds.db
 	if err := checkDLQTable(table); err != nil {
 		return false, err
 	}
@@ -96,10 +104,11 @@ type DeadLetterFilter struct {
 	SizesOnly   bool // leave Body and Headers out (BodyBytes and HeadersBytes give their sizes)
 }
 
-// ListDeadLetters lists the rows of table that match f, each whole as
-// GetDeadLetter reads it, or without body and headers with f.SizesOnly (a
+// DeadLetters.List lists the rows of table that match f, each whole as
+// DeadLetters.Get reads it, or without body and headers with f.SizesOnly (a
 // listing of large messages then holds none of them in memory).
-func ListDeadLetters(ctx context.Context, db *gorm.DB, table string, f DeadLetterFilter) ([]DeadLetter, error) {
+func (ds *DeadLetters) List(ctx context.Context, table string, f DeadLetterFilter) ([]DeadLetter, error) {
+	db := ds.db
 	if err := checkDLQTable(table); err != nil {
 		return nil, err
 	}
@@ -142,10 +151,11 @@ func ListDeadLetters(ctx context.Context, db *gorm.DB, table string, f DeadLette
 	return rows, nil
 }
 
-// GetDeadLetter returns one row of table, whole: a body or headers kept in
+// Get returns one row of table, whole: a body or headers kept in
 // pieces is put together, and a row missing some of its bytes is
 // ErrIncomplete.
-func GetDeadLetter(ctx context.Context, db *gorm.DB, table string, id uint64) (DeadLetter, error) {
+func (ds *DeadLetters) Get(ctx context.Context, table string, id uint64) (DeadLetter, error) {
+	db := ds.db
 	if err := checkDLQTable(table); err != nil {
 		return DeadLetter{}, err
 	}
@@ -166,7 +176,8 @@ func GetDeadLetter(ctx context.Context, db *gorm.DB, table string, id uint64) (D
 // ClaimReplay marks a row replayed (replayed_at now, replay_count + 1) if it
 // was not replayed before, or always with force, and reports whether it did.
 // Two operators replaying one row at once: exactly one claims it.
-func ClaimReplay(ctx context.Context, db *gorm.DB, table string, id uint64, force bool) (bool, error) {
+func (ds *DeadLetters) ClaimReplay(ctx context.Context, table string, id uint64, force bool) (bool, error) {
+	db := ds.db
 	if err := checkDLQTable(table); err != nil {
 		return false, err
 	}
@@ -182,7 +193,8 @@ func ClaimReplay(ctx context.Context, db *gorm.DB, table string, id uint64, forc
 }
 
 // UnclaimReplay undoes ClaimReplay after the republish failed.
-func UnclaimReplay(ctx context.Context, db *gorm.DB, table string, id uint64, previous *time.Time) error {
+func (ds *DeadLetters) UnclaimReplay(ctx context.Context, table string, id uint64, previous *time.Time) error {
+	db := ds.db
 	if err := checkDLQTable(table); err != nil {
 		return err
 	}

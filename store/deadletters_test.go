@@ -79,10 +79,10 @@ func TestDeadLetterWithA70KBHeaderIsStoredWhole(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			inMode(t, db, mode, func(conn *gorm.DB) {
 				dl := deadLetter(headers, []byte(`{"email":"`+name+`"}`))
-				saved, err := store.SaveDeadLetter(ctx, conn, dlqTable, dl)
+				saved, err := store.NewDeadLetters(conn).Save(ctx, dlqTable, dl)
 				require.NoError(t, err)
 				require.True(t, saved)
-				got, err := store.GetDeadLetter(ctx, conn, dlqTable, dl.ID)
+				got, err := store.NewDeadLetters(conn).Get(ctx, dlqTable, dl.ID)
 				require.NoError(t, err)
 				require.Equal(t, len(headers), len(got.Headers), "stored header bytes")
 				var h map[string]any
@@ -107,10 +107,10 @@ func TestDeadLetterWithA17MBBodyIsStoredWhole(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			inMode(t, db, mode, func(conn *gorm.DB) {
 				dl := deadLetter(headers, append([]byte(name), body...))
-				saved, err := store.SaveDeadLetter(ctx, conn, dlqTable, dl)
+				saved, err := store.NewDeadLetters(conn).Save(ctx, dlqTable, dl)
 				require.NoError(t, err)
 				require.True(t, saved)
-				got, err := store.GetDeadLetter(ctx, conn, dlqTable, dl.ID)
+				got, err := store.NewDeadLetters(conn).Get(ctx, dlqTable, dl.ID)
 				require.NoError(t, err)
 				require.Equal(t, len(dl.Body), len(got.Body), "stored body bytes")
 				require.True(t, bytes.Equal(dl.Body, got.Body), "the body differs")
@@ -130,12 +130,12 @@ func TestDeadLetterRedeliveredIsStoredOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, body := range [][]byte{[]byte(`{"email":"a@example.com"}`), randomBody(1 << 20)} {
 		dl := deadLetter("{}", body)
-		saved, err := store.SaveDeadLetter(ctx, db, dlqTable, dl)
+		saved, err := store.NewDeadLetters(db).Save(ctx, dlqTable, dl)
 		require.NoError(t, err)
 		require.True(t, saved)
 		again := *dl
 		again.ID = 0
-		saved, err = store.SaveDeadLetter(ctx, db, dlqTable, &again)
+		saved, err = store.NewDeadLetters(db).Save(ctx, dlqTable, &again)
 		require.NoError(t, err)
 		require.False(t, saved, "stored before")
 	}
@@ -154,7 +154,7 @@ func TestDeadLetterDamagedByTheDatabaseIsRefused(t *testing.T) {
 	require.NoError(t, db.Exec("CREATE TRIGGER cut_headers BEFORE INSERT ON "+dlqTable+
 		" FOR EACH ROW SET NEW.headers = LEFT(NEW.headers, 10)").Error)
 	headers, _ := bigHeaders(t, 1000)
-	saved, err := store.SaveDeadLetter(ctx, db, dlqTable, deadLetter(headers, []byte(`{}`)))
+	saved, err := store.NewDeadLetters(db).Save(ctx, dlqTable, deadLetter(headers, []byte(`{}`)))
 	require.ErrorIs(t, err, store.ErrUnstorable)
 	require.False(t, saved)
 	var n int
@@ -169,14 +169,14 @@ func TestDeadLetterMissingAPieceIsIncomplete(t *testing.T) {
 	db := storetest.MySQL(t)
 	ctx := context.Background()
 	dl := deadLetter("{}", randomBody(1<<20))
-	saved, err := store.SaveDeadLetter(ctx, db, dlqTable, dl)
+	saved, err := store.NewDeadLetters(db).Save(ctx, dlqTable, dl)
 	require.NoError(t, err)
 	require.True(t, saved)
-	got, err := store.GetDeadLetter(ctx, db, dlqTable, dl.ID)
+	got, err := store.NewDeadLetters(db).Get(ctx, dlqTable, dl.ID)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(dl.Body, got.Body))
 	require.NoError(t, db.Exec("DELETE FROM dlq_log_part WHERE log_id = ? AND seq = 1", dl.ID).Error)
-	_, err = store.GetDeadLetter(ctx, db, dlqTable, dl.ID)
+	_, err = store.NewDeadLetters(db).Get(ctx, dlqTable, dl.ID)
 	require.ErrorIs(t, err, store.ErrIncomplete)
 }
 
@@ -187,14 +187,14 @@ func TestListDeadLettersWholeOrSizesOnly(t *testing.T) {
 	ctx := context.Background()
 	headers, _ := bigHeaders(t, 70_000)
 	dl := deadLetter(headers, randomBody(1<<20))
-	_, err := store.SaveDeadLetter(ctx, db, dlqTable, dl)
+	_, err := store.NewDeadLetters(db).Save(ctx, dlqTable, dl)
 	require.NoError(t, err)
-	rows, err := store.ListDeadLetters(ctx, db, dlqTable, store.DeadLetterFilter{})
+	rows, err := store.NewDeadLetters(db).List(ctx, dlqTable, store.DeadLetterFilter{})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.True(t, bytes.Equal(dl.Body, rows[0].Body))
 	require.True(t, headers == rows[0].Headers)
-	rows, err = store.ListDeadLetters(ctx, db, dlqTable, store.DeadLetterFilter{SizesOnly: true})
+	rows, err = store.NewDeadLetters(db).List(ctx, dlqTable, store.DeadLetterFilter{SizesOnly: true})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Empty(t, rows[0].Body)

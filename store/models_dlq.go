@@ -5,8 +5,8 @@ import "time"
 // DeadLetter is a row of a table of dead messages: the table a domain of
 // the topology names (topology.Domain.DLQTable). Use it with db.Table(name).
 // DedupKey makes a redelivered dead message one row. A Body or Headers too
-// large for the row is kept in dlq_log_part (Parts pieces); SaveDeadLetter
-// writes and GetDeadLetter reads it whole, BodyBytes and HeadersBytes being
+// large for the row is kept in dlq_log_part (Parts pieces); DeadLetters.Save
+// writes and DeadLetters.Get reads it whole, BodyBytes and HeadersBytes being
 // the whole sizes.
 type DeadLetter struct {
 	ID           uint64     `gorm:"column:id;primaryKey"`

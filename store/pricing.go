@@ -133,3 +133,18 @@ func (ps *Prices) List(ctx context.Context) ([]ModelPricing, error) {
 	err := db.WithContext(ctx).Order("model_name").Find(&rows).Error
 	return rows, err
 }
+
+// ModelPricing is a row of agent_model_pricing: fen per million tokens.
+type ModelPricing struct {
+	ID                    uint64          `gorm:"column:id;primaryKey"`
+	ModelName             string          `gorm:"column:model_name"`
+	InputFenPerMTok       decimal.Decimal `gorm:"column:input_fen_per_mtok;type:decimal(20,8)"`
+	CachedInputFenPerMTok decimal.Decimal `gorm:"column:cached_input_fen_per_mtok;type:decimal(20,8)"`
+	OutputFenPerMTok      decimal.Decimal `gorm:"column:output_fen_per_mtok;type:decimal(20,8)"`
+	ReasoningFenPerMTok   decimal.Decimal `gorm:"column:reasoning_fen_per_mtok;type:decimal(20,8)"`
+	Enabled               bool            `gorm:"column:enabled"`
+	CreatedAt             time.Time       `gorm:"column:created_at"`
+	UpdatedAt             time.Time       `gorm:"column:updated_at"`
+}
+
+func (ModelPricing) TableName() string { return "agent_model_pricing" }

@@ -139,3 +139,28 @@ func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 	}
 	return nil
 }
+
+// UsageStat is a row of agent_usage_stats: one model's usage on one day.
+type UsageStat struct {
+	ID              uint64    `gorm:"column:id;primaryKey"`
+	ModelName       string    `gorm:"column:model_name"`
+	StatDate        time.Time `gorm:"column:stat_date;type:date"`
+	InputTokens     uint64    `gorm:"column:input_tokens"`
+	CachedTokens    uint64    `gorm:"column:cached_tokens"`
+	OutputTokens    uint64    `gorm:"column:output_tokens"`
+	ReasoningTokens uint64    `gorm:"column:reasoning_tokens"`
+	RequestCount    uint64    `gorm:"column:request_count"`
+	CostMicroFen    uint64    `gorm:"column:cost_micro_fen"`
+	UpdatedAt       time.Time `gorm:"column:updated_at"`
+}
+
+func (UsageStat) TableName() string { return "agent_usage_stats" }
+
+// UsageEvent is a row of agent_usage_event: a usage message already counted.
+type UsageEvent struct {
+	RequestID string    `gorm:"column:request_id;primaryKey"`
+	ModelName string    `gorm:"column:model_name"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+}
+
+func (UsageEvent) TableName() string { return "agent_usage_event" }

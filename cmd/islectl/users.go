@@ -91,13 +91,13 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		return nil
 	}
 	if sub == "ban" {
-		if err := store.Ban(ctx, db, rdb, pos[0], *reason); err != nil {
+		if err := store.NewBans(db, rdb).Ban(ctx, pos[0], *reason); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.out, "banned %s\n", pos[0])
 		return nil
 	}
-	was, err := store.Unban(ctx, db, rdb, pos[0])
+	was, err := store.NewBans(db, rdb).Unban(ctx, pos[0])
 	if err != nil {
 		return err
 	}

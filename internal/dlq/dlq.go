@@ -51,12 +51,14 @@ type Entry struct {
 
 // Store reads dead messages of one topology.
 type Store struct {
-	db *gorm.DB
-	tp *topology.Topology
+	dead *store.DeadLetters
+	tp   *topology.Topology
 }
 
 // NewStore returns a Store.
-func NewStore(db *gorm.DB, tp *topology.Topology) *Store { return &Store{db: db, tp: tp} }
+func NewStore(db *gorm.DB, tp *topology.Topology) *Store {
+	return &Store{dead: store.NewDeadLetters(db), tp: tp}
+}
 
 func (s *Store) domain(name string) (topology.Domain, error) {
 	d, ok := s.tp.Domain(name)
@@ -98,7 +100,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows, err := store.ListDeadLetters(ctx, s.db, d.DLQTable, store.DeadLetterFilter{
+		rows, err := s.dead.List(ctx, d.DLQTable, store.DeadLetterFilter{
 			Queues: []string{d.DLQ}, Since: f.Since, NotReplayed: f.NotReplayed, Limit: f.Limit, NewestFirst: true, SizesOnly: true,
 		})
 		if err != nil {
@@ -118,7 +120,7 @@ func (s *Store) Get(ctx context.Context, ref Ref) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	row, err := store.GetDeadLetter(ctx, s.db, d.DLQTable, ref.ID)
+	row, err := s.dead.Get(ctx, d.DLQTable, ref.ID)
 	if err == nil && row.Queue != d.DLQ {
 		err = fmt.Errorf("dlq: %s: row %d came from %s, not %s: %w", ref, ref.ID, row.Queue, d.DLQ, store.ErrNotFound)
 	}
@@ -161,7 +163,7 @@ func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e 
 	if err != nil {
 		return err
 	}
-	claimed, err := store.ClaimReplay(ctx, s.db, d.DLQTable, e.Ref.ID, force)
+	claimed, err := s.dead.ClaimReplay(ctx, d.DLQTable, e.Ref.ID, force)
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func (s *Store) replay(ctx context.Context, pub Republish, d topology.Domain, e 
 		return fmt.Errorf("%s: %w", e.Ref, ErrAlreadyReplayed)
 	}
 	if err := pub.Send(ctx, out); err != nil {
-		if uerr := store.UnclaimReplay(context.WithoutCancel(ctx), s.db, d.DLQTable, e.Ref.ID, e.ReplayedAt); uerr != nil {
+		if uerr := s.dead.UnclaimReplay(context.WithoutCancel(ctx), d.DLQTable, e.Ref.ID, e.ReplayedAt); uerr != nil {
 			return errors.Join(fmt.Errorf("dlq: replay %s: %w", e.Ref, err), uerr)
 		}
 		return fmt.Errorf("dlq: replay %s: %w", e.Ref, err)

@@ -130,7 +130,7 @@ func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) 
 	}
 	banCtx, cancel := context.WithTimeout(ctx, banCheckTimeout)
 	defer cancel()
-	st, err := s.deps.Redis.BanState(banCtx, p.Subject)
+	st, err := s.bans.bans.State(banCtx, p.Subject)
 	if err != nil {
 		s.metrics.banFailOpen.Inc()
 		s.deps.Log.WarnContext(ctx, "ban check failed; letting the request through", "sub", p.Subject, "err", err)

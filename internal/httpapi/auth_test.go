@@ -74,7 +74,7 @@ func TestRolesAndBans(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "12.50000000", body["account"].(map[string]any)["balanceFen"])
 
-	require.NoError(t, store.Ban(t.Context(), b.db, b.redis, "alice", "abuse"))
+	require.NoError(t, store.NewBans(b.db, b.redis).Ban(t.Context(), "alice", "abuse"))
 	status, _, body = b.do(t, http.MethodGet, "/v1/me", b.token(t, "alice", httpapi.RoleUser), "")
 	require.Equal(t, http.StatusForbidden, status)
 	require.Contains(t, body["error"].(map[string]any)["message"], "banned")
@@ -82,7 +82,7 @@ func TestRolesAndBans(t *testing.T) {
 	status, _, _ = b.do(t, http.MethodGet, "/v1/me", b.token(t, "alicia", httpapi.RoleUser), "")
 	require.Equal(t, http.StatusOK, status)
 
-	was, err := store.Unban(t.Context(), b.db, b.redis, "alice")
+	was, err := store.NewBans(b.db, b.redis).Unban(t.Context(), "alice")
 	require.NoError(t, err)
 	require.True(t, was)
 	status, _, _ = b.do(t, http.MethodGet, "/v1/me", b.token(t, "alice", httpapi.RoleUser), "")

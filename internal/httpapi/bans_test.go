@@ -72,7 +72,7 @@ func restoreBans(t *testing.T, r *store.Redis, snap banKeys) {
 func TestBannedUserIsRefusedAgainSoonAfterRedisIsWiped(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	require.NoError(t, store.Ban(t.Context(), b.db, b.redis, "carol", "abuse"))
+	require.NoError(t, store.NewBans(b.db, b.redis).Ban(t.Context(), "carol", "abuse"))
 	b.waitMe(t, "carol", http.StatusForbidden, banSlack)
 
 	storetest.Wipe(t, b.redis) // Redis restarted without its data
@@ -81,7 +81,7 @@ func TestBannedUserIsRefusedAgainSoonAfterRedisIsWiped(t *testing.T) {
 	require.NotZero(t, b.metric(t, "isle_ban_checks_mysql_total", nil), "MySQL answered while Redis had no list")
 	wiped := time.Now().Add(-took)
 	require.Eventually(t, func() bool {
-		banned, err := b.redis.IsBanned(t.Context(), "carol")
+		banned, err := store.NewBans(nil, b.redis).IsBanned(t.Context(), "carol")
 		return err == nil && banned
 	}, banPeriod+banSlack, 10*time.Millisecond, "Redis holds the ban again")
 	t.Logf("Redis holds the ban again %s after the wipe (check period %s)", time.Since(wiped), banPeriod)
@@ -94,10 +94,10 @@ func TestBannedUserIsRefusedAgainSoonAfterRedisIsWiped(t *testing.T) {
 func TestBansAndUnbansSinceAnOlderRedisSnapshotHoldSoon(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	require.NoError(t, store.Ban(t.Context(), b.db, b.redis, "alice", ""))
+	require.NoError(t, store.NewBans(b.db, b.redis).Ban(t.Context(), "alice", ""))
 	snap := dumpBans(t, b.redis)
-	require.NoError(t, store.Ban(t.Context(), b.db, b.redis, "bob", ""))
-	_, err := store.Unban(t.Context(), b.db, b.redis, "alice")
+	require.NoError(t, store.NewBans(b.db, b.redis).Ban(t.Context(), "bob", ""))
+	_, err := store.NewBans(b.db, b.redis).Unban(t.Context(), "alice")
 	require.NoError(t, err)
 	b.waitMe(t, "bob", http.StatusForbidden, banSlack)
 	b.waitMe(t, "alice", http.StatusOK, banSlack)
@@ -109,8 +109,8 @@ func TestBansAndUnbansSinceAnOlderRedisSnapshotHoldSoon(t *testing.T) {
 	took = b.waitMe(t, "alice", http.StatusOK, banPeriod+banSlack)
 	t.Logf("alice, unbanned since the snapshot, admitted %s after bob's refusal", took)
 	require.Eventually(t, func() bool {
-		bob, err1 := b.redis.IsBanned(t.Context(), "bob")
-		alice, err2 := b.redis.IsBanned(t.Context(), "alice")
+		bob, err1 := store.NewBans(nil, b.redis).IsBanned(t.Context(), "bob")
+		alice, err2 := store.NewBans(nil, b.redis).IsBanned(t.Context(), "alice")
 		return err1 == nil && err2 == nil && bob && !alice
 	}, banPeriod+banSlack, 10*time.Millisecond, "Redis holds MySQL's bans again")
 	t.Logf("Redis holds MySQL's bans again %s after the restore (check period %s)", time.Since(restored), banPeriod)

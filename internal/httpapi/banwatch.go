@@ -24,8 +24,7 @@ const banCheckRounds = 3
 // source. The ban check asks it whether Redis's answer for a user may be
 // stale, and then asks MySQL instead: it fails closed where it can tell.
 type banWatch struct {
-	db    *gorm.DB
-	redis *store.Redis
+	bans  *store.Bans
 	log   *slog.Logger
 	known atomic.Int64 // MySQL's generation at the last check; 0 before it
 	stale atomic.Bool  // Redis was found behind MySQL and is not rebuilt yet
@@ -35,7 +34,7 @@ type banWatch struct {
 }
 
 func newBanWatch(db *gorm.DB, r *store.Redis, log *slog.Logger, reg prometheus.Registerer) *banWatch {
-	w := &banWatch{db: db, redis: r, log: log,
+	w := &banWatch{bans: store.NewBans(db, r), log: log,
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "isle_ban_rebuilds_total",
 			Help: "Times Redis's ban list was found behind MySQL's (lost or older data) and rebuilt from it.",
@@ -62,7 +61,7 @@ func (w *banWatch) suspect(gen int64) bool {
 func (w *banWatch) bannedInMySQL(ctx context.Context, username string, redisSays bool) bool {
 	ctx, cancel := context.WithTimeout(ctx, banCheckTimeout)
 	defer cancel()
-	banned, err := store.BannedInMySQL(ctx, w.db, username)
+	banned, err := w.bans.BannedInMySQL(ctx, username)
 	if err != nil {
 		w.log.WarnContext(ctx, "ban check: Redis's ban list is behind and MySQL failed; keeping Redis's answer",
 			"sub", username, "redis_says_banned", redisSays, "err", err)
@@ -78,11 +77,11 @@ func (w *banWatch) bannedInMySQL(ctx context.Context, username string, redisSays
 // never as a Redis ahead of MySQL.
 func (w *banWatch) check(ctx context.Context) error {
 	for range banCheckRounds {
-		redisGen, err := w.redis.BanGeneration(ctx)
+		redisGen, err := w.bans.HotGeneration(ctx)
 		if err != nil {
 			return err
 		}
-		mysqlGen, err := store.BanGeneration(ctx, w.db)
+		mysqlGen, err := w.bans.Generation(ctx)
 		if err != nil {
 			return err
 		}
@@ -93,7 +92,7 @@ func (w *banWatch) check(ctx context.Context) error {
 		}
 		w.stale.Store(true)
 		began := time.Now()
-		res, err := store.RebuildBans(ctx, w.db, w.redis, redisGen)
+		res, err := w.bans.Rebuild(ctx, redisGen)
 		if err != nil {
 			return err
 		}

@@ -119,7 +119,7 @@ func (b *testBundle) mainAndDLQ(dom topology.Domain, h messaging.HandlerFunc) []
 
 func (b *testBundle) deadLetters(t *testing.T, dom topology.Domain) []store.DeadLetter {
 	t.Helper()
-	rows, err := store.ListDeadLetters(context.Background(), b.db, dom.DLQTable, store.DeadLetterFilter{})
+	rows, err := store.NewDeadLetters(b.db).List(context.Background(), dom.DLQTable, store.DeadLetterFilter{})
 	require.NoError(t, err)
 	return rows
 }

@@ -64,7 +64,7 @@ func TestBillingInFlightSeesQueuedAndDeadMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return why() == "" }, 20*time.Second, 250*time.Millisecond)
 
-	_, err = store.SaveDeadLetter(ctx, db, d.DLQTable, &store.DeadLetter{DedupKey: "k1", Queue: d.DLQ, MessageID: "m1", Subject: "u", Body: []byte(`{}`), Headers: "{}", DeadAt: time.Now()})
+	_, err = store.NewDeadLetters(db).Save(ctx, d.DLQTable, &store.DeadLetter{DedupKey: "k1", Queue: d.DLQ, MessageID: "m1", Subject: "u", Body: []byte(`{}`), Headers: "{}", DeadAt: time.Now()})
 	require.NoError(t, err)
 	require.Contains(t, why(), "DLQ")
 }
