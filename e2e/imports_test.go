@@ -55,6 +55,7 @@ func TestImportGraph(t *testing.T) {
 		"topology":             {},
 		"topology/gendoc":      {"topology"},
 		"store/keys":           {},
+		"store/keys/gendoc":    {"store/keys"},
 		"internal/correlation": {},
 		"internal/groupcommit": {},
 		"internal/sqltx":       {},
