@@ -30,7 +30,7 @@ type BalanceSettler interface {
 }
 
 // BillingDeduct persists a Redis-side deduction to MySQL exactly once
-// (SPEC 4.3, 6): the ledger row keyed by the deduction id and the balance
+// (doc/money.md): the ledger row keyed by the deduction id and the balance
 // decrement commit together; then the deduction's pending entry is removed
 // (or, after a Redis loss took it, the balance is settled).
 type BillingDeduct struct {

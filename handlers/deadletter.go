@@ -16,7 +16,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// DeadLetters persists what reaches a domain's DLQ to its MySQL table (SPEC 2):
+// DeadLetters persists what reaches a domain's DLQ to its MySQL table (doc/messaging.md, "Dead messages"):
 // the raw body, headers, retry count, last error, queue and time, whole
 // however large. A redelivered dead message is stored once.
 type DeadLetters struct {

@@ -23,7 +23,7 @@ type UsageHashes interface {
 }
 
 // UsageStats upserts per-model per-day deltas into agent_usage_stats and
-// HINCRBYs agent:usage:{model} (SPEC 4.3). The domain has no retry (seed
+// HINCRBYs agent:usage:{model} (doc/money.md). The domain has no retry (the
 // 002: fire-and-forget): a failure is logged and counted by the flow.
 type UsageStats struct {
 	counter UsageCounter

@@ -15,7 +15,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Balances are the hot balances in Redis that admit requests (SPEC 6),
+// Balances are the hot balances in Redis that admit requests (doc/money.md),
 // with what keeps them in step with the Ledger: pending deductions,
 // initialisation from MySQL, settling of committed entries.
 type Balances struct {
@@ -147,8 +147,8 @@ type BalanceRead struct {
 }
 
 // Init initialises a user's hot balance from what MySQL read, if it
-// is missing, and reports whether it did (seed 000 "Balance
-// Initialization", with SPEC 6.6's record of the read). Ledger entries MySQL
+// is missing, and reports whether it did (the Spring
+// backend's initialisation, with the record of the read of doc/money.md, "After a Redis loss"). Ledger entries MySQL
 // committed after the read are settled into the balance when they land
 // (Settle). EnsureBalance does the MySQL read.
 func (b *Balances) Init(ctx context.Context, username string, read BalanceRead, recent ...RecentDeduction) (bool, error) {

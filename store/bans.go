@@ -28,7 +28,7 @@ type Bans struct {
 func NewBans(db *gorm.DB, r *Redis) *Bans { return &Bans{db: db, r: r} }
 
 // bloomPositions are the bitmap offsets of a username in the ban Bloom
-// filter (seed 000: 1,000,003 bits, 6 hash functions, CRC32 and Java's
+// filter (doc/keys.md; as the Spring backend builds it: 1,000,003 bits, 6 hash functions, CRC32 and Java's
 // String.hashCode combined by double hashing): offset_i = (h1 + i*h2) mod m.
 func bloomPositions(username string) [keys.BanBloomHashes]int64 {
 	h1 := int64(crc32.ChecksumIEEE([]byte(username)))

@@ -99,7 +99,7 @@ func (b *Balances) Credit(ctx context.Context, c Credit) (CreditResult, error) {
 // reason, and moves the MySQL balance by it, if the account is still as it
 // was read (balance and sequence); otherwise it returns ErrChanged and
 // writes nothing. The reconciler uses it to bring MySQL to a quiet Redis
-// balance (SPEC 6.5): every correction is a ledger row.
+// balance (doc/money.md, "balance-sync"): every correction is a ledger row.
 func (l *Ledger) Adjust(ctx context.Context, username, id string, delta, readBalance decimal.Decimal, readSeq uint64, reason string) (uint64, error) {
 	db := l.db
 	var seq uint64

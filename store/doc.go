@@ -1,6 +1,6 @@
 // Package store owns Isle's access to MySQL (gorm) and Redis (go-redis): the
 // versioned, embedded migrations and the gorm models of every table; one Redis
-// client per logical database of seed 000; the Lua scripts (embedded .lua files
+// client per logical database of doc/keys.md; the Lua scripts (embedded .lua files
 // with a KEYS/ARGV/returns header and one typed wrapper each); locks; and the
 // start-up cleanup of volatile keys. Keys are built by package store/keys.
 //

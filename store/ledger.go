@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// Ledger is the money's record in MySQL (SPEC 6): the append-only
+// Ledger is the money's record in MySQL (doc/money.md): the append-only
 // agent_ledger and the balance of user_account, changed only together.
 type Ledger struct{ db *gorm.DB }
 

@@ -143,7 +143,7 @@ func TestCreditAndAdjust(t *testing.T) {
 }
 
 // A deduction taken before Redis lost its data lands after the balance was
-// initialised again: it is charged once, not forgiven and not twice (SPEC 6.6).
+// initialised again: it is charged once, not forgiven and not twice (doc/money.md, "After a Redis loss").
 func TestDeductionInFlightAcrossARedisLoss(t *testing.T) {
 	t.Parallel()
 	db := storetest.MySQL(t)

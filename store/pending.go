@@ -163,7 +163,7 @@ type ResettleResult struct {
 }
 
 // Resettle deals with a pending record of a deduction whose ledger row was
-// settled before (SPEC 6.8): e is the row. If the record is the row's own
+// settled before (doc/money.md, "A request id deducts once"): e is the row. If the record is the row's own
 // (same ref), it came back with an older Redis snapshot whose balance has
 // the deduction taken: it is cleared. If it is another charge of the same
 // id — taken after Redis forgot the first one's marker — the request is

@@ -39,7 +39,7 @@ const (
 	fenceTTL          = 2 * time.Minute
 )
 
-// pricingTTL is seed 000's 30 minutes, give or take 10%, so that entries
+// pricingTTL is the Spring backend's 30 minutes, give or take 10%, so that entries
 // written together do not expire together.
 func pricingTTL() time.Duration {
 	jitter := time.Duration(rand.Int64N(int64(keys.PricingCacheTTL / 5)))

@@ -15,16 +15,16 @@ import (
 const RedisTimeoutDefault = 3 * time.Second
 
 // RedisConfig selects the Redis server, the index of each logical database
-// and the global key prefix. Zero fields take the seed's defaults.
+// and the global key prefix. Zero fields take the defaults.
 type RedisConfig struct {
 	Addr      string // host:port, default 127.0.0.1:6379
 	Password  string
 	Timeout   time.Duration
-	Databases map[keys.DB]int // index by logical database; missing = seed default
+	Databases map[keys.DB]int // index by logical database; missing = the default
 	KeyPrefix string
 }
 
-// Redis holds one client per distinct database index (seed 000 uses 15) and
+// Redis holds one client per distinct database index (doc/keys.md: 15 of them) and
 // the key builder. Clients connect lazily; Close closes them all.
 type Redis struct {
 	clients map[keys.DB]*redis.Client

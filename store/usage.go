@@ -113,8 +113,8 @@ func (st *UsageStats) ApplyUsage(ctx context.Context, us []Usage) ([]bool, error
 	return counted, nil
 }
 
-// IncrUsage adds usages to the per-model hashes agent:usage:{model} (seed
-// 000, HINCRBY) and registers the models, in one pipeline.
+// IncrUsage adds usages to the per-model hashes agent:usage:{model} (as the Spring
+// backend counts them, HINCRBY) and registers the models, in one pipeline.
 func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 	r := st.r
 	if len(us) == 0 {

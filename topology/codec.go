@@ -70,7 +70,7 @@ func Decode[T any, PT interface {
 }
 
 // Encode validates m and writes it as a Spring consumer's Jackson converter
-// reads it: the seed's camelCase names in the seed's order, times in ISO-8601
+// reads it: the Spring backend's camelCase names in the Spring backend's order, times in ISO-8601
 // (see OffsetDateTime and LocalDateTime), an empty string as null (Java's
 // null String), a nil pointer as null. Use it rather than json.Marshal, which
 // writes "" for an empty string. A validation error wraps the *FieldError.

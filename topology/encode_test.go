@@ -9,7 +9,7 @@ import (
 )
 
 // What Isle publishes, as a Spring consumer's Jackson converter reads it:
-// the seed's names, ISO times, null for an empty String or a nil Long/Integer.
+// the Spring backend's names, ISO times, null for an empty String or a nil Long/Integer.
 
 func TestEncodePaymentReceipt(t *testing.T) {
 	t.Parallel()
@@ -71,7 +71,7 @@ func TestEncodeAgentBillingDeduct(t *testing.T) {
 	want := `{"deductionId":"req-1","username":"alice","amountFen":"12.34567890","modelName":"deepseek-chat",` +
 		`"inputTokens":1200,"outputTokens":350,"lastError":null,"pendingRef":"9f86d081884c7d65","requestHash":null}`
 	require.JSONEq(t, want, string(body))
-	require.Equal(t, want, string(body), "fields in the seed's order")
+	require.Equal(t, want, string(body), "fields in the Spring backend's order")
 }
 
 func TestEncodeOtherRecords(t *testing.T) {

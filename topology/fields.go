@@ -89,7 +89,7 @@ func decodeValue(raw []byte, v reflect.Value) error {
 }
 
 // encodeObject writes the struct src with its fields in declaration order
-// (the seed's order), as Jackson writes a record: an empty string is null,
+// (the Spring backend's order), as Jackson writes a record: an empty string is null,
 // which is how Java sees a missing String; HTML characters are not escaped.
 func encodeObject(src reflect.Value) ([]byte, error) {
 	var buf bytes.Buffer

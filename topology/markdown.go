@@ -12,12 +12,12 @@ import (
 )
 
 // Markdown renders the wire contract with the default prefix and the
-// seed's retry policies: the page doc/contract.md is (go generate
+// default retry policies: the page doc/contract.md is (go generate
 // ./topology writes it; a test holds it current).
 func Markdown() []byte {
 	t, err := New(Config{})
 	if err != nil {
-		panic(err) // the seed's table is valid: a test holds it
+		panic(err) // the default table is valid: a test holds it
 	}
 	var b bytes.Buffer
 	b.WriteString(`# The wire contract
@@ -76,7 +76,7 @@ defaults (doc/config.md).
 	b.WriteString(`
 ## Records
 
-Each message's JSON fields, in order (Isle's additions to the seed's records
+Each message's JSON fields, in order (Isle's additions to the Spring records
 are marked; a consumer ignores fields it does not know).
 `)
 	for _, s := range table {
@@ -95,8 +95,8 @@ are marked; a consumer ignores fields it does not know).
 	return b.Bytes()
 }
 
-// isleField marks the fields Isle adds to the seed's records (idempotency
-// keys and references the seed lacks).
+// isleField marks the fields Isle adds to the Spring backend's records (idempotency
+// keys and references the Spring records lack).
 var isleField = map[string]bool{
 	"AgentBillingDeductMessage.deductionId": true, "AgentBillingDeductMessage.pendingRef": true,
 	"AgentBillingDeductMessage.requestHash": true, "AgentUsageStatsMessage.requestId": true,

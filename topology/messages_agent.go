@@ -4,7 +4,7 @@ import "github.com/shopspring/decimal"
 
 // AgentBillingDeduct is AgentBillingDeductMessage (domain "agent-billing"): a
 // deduction already taken from the Redis balance, to apply to MySQL once.
-// DeductionID, PendingRef and RequestHash are Isle's additions (SPEC 2): the
+// DeductionID, PendingRef and RequestHash are Isle's additions (doc/messaging.md, "Dead messages"): the
 // API request id, the nonce of the hot-balance charge, and the hash of the
 // request's body; a Spring producer sends none of them.
 type AgentBillingDeduct struct {

@@ -22,7 +22,7 @@ type Queue struct {
 	Args map[string]any
 }
 
-// Queues lists the 22 queues of the contract, in the seed's Queue Summary order.
+// Queues lists the 22 queues of the contract, in the Spring backend's Queue Summary order.
 func (t *Topology) Queues() []Queue {
 	var qs []Queue
 	for _, d := range t.domains {

@@ -8,7 +8,7 @@ import (
 // DefaultPrefix is the first segment of every exchange, queue and routing key.
 const DefaultPrefix = "eisland"
 
-// MaxPriority is the x-max-priority of the object replication queue (seed 002).
+// MaxPriority is the x-max-priority of the object replication queue.
 const MaxPriority = 10
 
 // Domain names, as used by `worker -handlers`, configuration and metrics.
@@ -23,8 +23,8 @@ const (
 	DomainMiniGameScore     = "mini-game-score"
 )
 
-// spec is one row of the seed's tables, with names still unprefixed.
-// Queue names end in ".queue" except the DLQs, exactly as the seed spells them.
+// spec is one row of the Spring backend's tables, with names still unprefixed.
+// Queue names end in ".queue" except the DLQs, exactly as the Spring backend spells them.
 type spec struct {
 	name        string
 	exchange    string // exchange name after the prefix
@@ -44,8 +44,8 @@ type spec struct {
 	record      Message // the domain's message type; its Record() is the Java record name
 }
 
-// table is seed 002: "Queue Topology" of each domain and the
-// "Retry Configuration Summary", in the order of the seed's Queue Summary.
+// table is the wire contract: each domain's queues and retry policy, in
+// the order the Spring backend's documents list them (doc/contract.md).
 var table = []spec{
 	{
 		name: DomainEmail, exchange: "email.verify.exchange",
@@ -112,7 +112,7 @@ var table = []spec{
 }
 
 // exchanges lists the exchanges of the table, unprefixed, in order of first
-// appearance: that is seed 002's "Exchange Topology" order, since the seed
+// appearance: that is the Spring documents' exchange order, since they
 // introduces each exchange with the first domain that uses it.
 func exchanges() []string {
 	var out []string
@@ -133,7 +133,7 @@ func DomainNames() []string {
 	return names
 }
 
-// SeedRetry returns the seed's retry policy of a domain; ok is false for an
+// SeedRetry returns the default retry policy of a domain; ok is false for an
 // unknown domain or one without retries (usage stats).
 func SeedRetry(domain string) (p RetryPolicy, ok bool) {
 	for _, s := range table {

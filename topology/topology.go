@@ -15,16 +15,16 @@ type RetryPolicy struct {
 	Delay      time.Duration // the retry queue's x-message-ttl
 }
 
-// Config selects the prefix and overrides seed values. Its zero value is the seed.
+// Config selects the prefix and overrides the defaults. Its zero value is the contract as the Spring backend has it.
 type Config struct {
 	Prefix  string                 // default DefaultPrefix
-	Retry   map[string]RetryPolicy // by domain name; a missing domain keeps the seed's policy
+	Retry   map[string]RetryPolicy // by domain name; a missing domain keeps the default policy
 	TypeIDs map[string]string      // __TypeId__ by record name; a missing one gets TypeIDPackage + "." + record
 	// TypeIDPackage is the Java package of the records (default DefaultTypeIDPackage).
 	TypeIDPackage string
 }
 
-// DefaultTypeIDPackage is the Java package assumed for the seed's records.
+// DefaultTypeIDPackage is the Java package assumed for the Spring backend's records.
 const DefaultTypeIDPackage = "com.eisland.server.mq.message"
 
 // Domain is one message domain of the wire contract, with its names resolved.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// seedQueue is one row of seed 002's per-domain "Queue Topology" tables,
+// seedQueue is one row of the customer's RabbitMQ document's per-domain "Queue Topology" tables,
 // copied here by hand so the test does not read the table it checks.
 type seedQueue struct {
 	name, exchange, key string
@@ -21,7 +21,7 @@ func retryArgs(ttl int32, exchange, key string) map[string]any {
 	return map[string]any{"x-message-ttl": ttl, "x-dead-letter-exchange": exchange, "x-dead-letter-routing-key": key}
 }
 
-// The 22 queues of seed 002's Queue Summary, in its order.
+// The 22 queues of the customer's RabbitMQ document's Queue Summary, in its order.
 var seedQueues = []seedQueue{
 	{"eisland.email.verify.dispatch.queue", "eisland.email.verify.exchange", "eisland.email.verify.dispatch", nil},
 	{"eisland.email.verify.retry.queue", "eisland.email.verify.exchange", "eisland.email.verify.retry",
@@ -55,7 +55,7 @@ var seedQueues = []seedQueue{
 	{"eisland.mini-game.score.upsert.dlq", "eisland.mini-game.exchange", "eisland.mini-game.score.upsert.dlq", nil},
 }
 
-// seed 002 "Retry Configuration Summary".
+// the customer's RabbitMQ document "Retry Configuration Summary".
 var seedRetry = map[string]struct {
 	max    int
 	delay  time.Duration
@@ -135,7 +135,7 @@ func TestDLQTablesAreTheSeeds(t *testing.T) {
 		topology.DomainAgentBilling:      "agent_billing_dlq_log",
 		topology.DomainObjectReplication: "object_replication_log",
 		topology.DomainMiniGameScore:     "mini_game_score_dlq_log",
-		topology.DomainIdentityMaterial:  "identity_material_dlq_log", // Isle's: the seed only logs
+		topology.DomainIdentityMaterial:  "identity_material_dlq_log", // Isle's: the Spring backend only logs
 		topology.DomainAgentUsageStats:   "",
 	}
 	for _, d := range seedTopology(t).Domains() {

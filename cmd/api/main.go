@@ -1,5 +1,5 @@
 // Command api is Isle's HTTP API: it takes client requests, does the fast
-// Redis-side work and publishes messages to RabbitMQ (SPEC section 5).
+// Redis-side work and publishes messages to RabbitMQ (the API conventions: README, openapi.yaml).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command reconcile runs Isle's cron jobs under a Redis leader lease:
-// balance sync, DLQ replay and, later, replication backfill (SPEC 4.6).
+// balance sync (doc/money.md) and DLQ replay (doc/messaging.md).
 //
 //	reconcile               schedule the jobs; any number of replicas run each once
 //	reconcile -once JOB     run one job now, print its result and exit (for external schedulers)

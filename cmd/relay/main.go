@@ -1,7 +1,7 @@
-// Command relay publishes what MySQL transactions wrote to the outbox
-// tables (SPEC section 4.4). Several replicas may run at once. This build
-// has no outbox publisher yet: the relay loads its configuration, connects,
-// serves health and says so in its log.
+// Command relay is the outbox relay's process (doc/outbox.md describes the
+// outbox it drains): it loads its configuration, connects to MySQL and
+// RabbitMQ and serves /healthz; it publishes no outbox rows, and says so in
+// its log. Several replicas may run at once.
 package main
 
 import (

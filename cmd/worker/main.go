@@ -1,4 +1,4 @@
-// Command worker runs Isle's consumers (SPEC section 1): the main consumer of
+// Command worker runs Isle's consumers (README): the main consumer of
 // each domain that has a handler (agent billing, usage stats), and every
 // domain's DLQ consumer, which persists dead messages.
 //

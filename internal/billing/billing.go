@@ -1,4 +1,4 @@
-// Package billing is the API side of agent billing (SPEC 4.3, 6): price a
+// Package billing is the API side of agent billing (doc/money.md): price a
 // request's tokens, and take the cost from the user's hot Redis balance
 // atomically (cap at zero; the request id is the deduction id, so the same
 // request deducts once; the deduction is recorded as pending until MySQL has

@@ -65,7 +65,7 @@ func (u usageRequest) validate() error {
 	return nil
 }
 
-// agentUsage charges one model call to a user (SPEC 4.3): it prices the
+// agentUsage charges one model call to a user (doc/money.md): it prices the
 // tokens, takes the cost from the hot balance (the request id deducts once),
 // and publishes the usage and the deduction before it answers. A charge is
 // answered 200 once the hot balance took it: "ledger" says whether its

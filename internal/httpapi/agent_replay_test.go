@@ -13,7 +13,7 @@ import (
 
 // The same request id with the same body is a replay (200, nothing taken);
 // with another body it is a 409 naming the id and the first charge, never a
-// 200 pairing the new body's cost with the first deduction (SPEC 6.8). Ids
+// 200 pairing the new body's cost with the first deduction (doc/money.md, "A request id deducts once"). Ids
 // are scoped per user: another user's r1 is a charge of its own.
 func TestReplayWithAnotherBodyIsAConflict(t *testing.T) {
 	t.Parallel()

@@ -15,7 +15,7 @@ import (
 // Role is what a token's "role" claim grants.
 type Role string
 
-// The roles of SPEC 5.
+// The roles a bearer token can carry.
 const (
 	RoleUser    Role = "user"
 	RoleService Role = "service"

@@ -1,4 +1,4 @@
-// Package httpapi is the API platform every endpoint stands on (SPEC 5):
+// Package httpapi is the API platform every endpoint stands on (the API conventions: README, openapi.yaml):
 // routing (chi), the JSON error model, request body limits, correlation ids
 // in logs and messages, per-route metrics, HS256 JWT authentication with
 // roles, the user-ban check (Bloom bitmap plus exact set, fail-open), rate

@@ -13,7 +13,7 @@ import (
 // LimitKind selects the algorithm of a Limit.
 type LimitKind int
 
-// The limiters of seed 000.
+// The limiters, with the keys of doc/keys.md.
 const (
 	TokenBucket   LimitKind = iota + 1 // token_bucket.lua: Max tokens refilled over Per (bursts up to Max)
 	FixedWindow                        // incr_window.lua: Max requests per Per, the window starting at the first

@@ -9,7 +9,7 @@ import (
 	"github.com/eisland/isle/store/keys"
 )
 
-// Replay protection headers (seed 000 DB 6): the client's clock, and a
+// Replay protection headers (doc/keys.md, auth:replay): the client's clock, and a
 // value it never sends twice.
 const (
 	HeaderTimestamp = "X-Timestamp" // epoch seconds or milliseconds

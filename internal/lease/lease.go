@@ -35,7 +35,7 @@ var (
 )
 
 // Lease is a Redis key held by one owner for a TTL that the owner renews:
-// the reconciler's leader election and its per-job locks (seed 001: a
+// the reconciler's leader election and its per-job locks (doc/keys.md: a
 // persistent key). Like any Redis lock it is a coordination device, not a
 // guarantee: the work it guards stays idempotent.
 type Lease struct {

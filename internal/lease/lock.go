@@ -13,7 +13,7 @@ import (
 // ErrHeld is returned by Acquire when someone else holds the lock.
 var ErrHeld = errors.New("lease: lock held by another holder")
 
-// Lock is a SETNX lock with a UUID token (seed 000 "Distributed Locks").
+// Lock is a SETNX lock with a UUID token (a creation lock of doc/keys.md).
 // It is an efficiency device only: a paused holder can outlive its TTL, so
 // every write it guards must be safe without it.
 type Lock struct {

@@ -1,6 +1,6 @@
 // Package messaging moves every message of the fleet, over watermill,
 // watermill-amqp v3 (consuming) and amqp091-go (publishing), around the
-// traps of those libraries (SPEC section 2):
+// traps of those libraries (doc/messaging.md):
 //
 //   - Publisher: Isle's own, on amqp091-go: confirmed, persistent publishes
 //     pipelined on a few confirm channels, each bounded by a timeout, routed
@@ -12,13 +12,13 @@
 //     it refuses only the empty phantom a cancelled consumer reads.
 //   - Consumer: N handlers per queue, prefetch from configuration, and a
 //     shutdown that stops taking deliveries and lets those in flight finish.
-//   - Flow: the seed's retry pattern — a failed message is copied to the
+//   - Flow: the Spring backend's retry pattern — a failed message is copied to the
 //     retry routing key with its retry header + 1 and lastError, confirmed,
 //     then acked; at the maximum, or when it cannot be decoded, it goes to
 //     the DLQ the same way. Handler errors never become nacks.
 //
 // A nack is kept for what only the broker can fix (a copy that could not be
 // published, a shutdown that outlived its timeout) and always requeues: the
-// seed's main queues have no dead-letter exchange, so a nack without requeue
+// contract's main queues have no dead-letter exchange, so a nack without requeue
 // would lose the message.
 package messaging

@@ -35,7 +35,7 @@ type FlowConfig struct {
 	RequeueDelay   time.Duration // pause before a nack that requeues, so a broken broker is not spun on
 }
 
-// Flow applies the seed's retry pattern around handlers.
+// Flow applies the Spring backend's retry pattern around handlers.
 type Flow struct {
 	pub     *Publisher
 	metrics *Metrics
@@ -179,7 +179,7 @@ func (d Delivery) deadReason(dom topology.Domain, err error, text string) string
 }
 
 // withLastError sets the record's lastError field in a JSON object body, as
-// the seed's consumers do; any other body is returned unchanged.
+// the Spring backend's consumers do; any other body is returned unchanged.
 func withLastError(body []byte, text string) []byte {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {

@@ -51,7 +51,7 @@ func TestAlwaysFailingMessageIsCalledMaxPlusOneTimesThenStored(t *testing.T) {
 	require.Equal(t, dom.TypeID, row.MessageType)
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(row.Body, &body))
-	require.Equal(t, "smtp refused, attempt 4", body["lastError"], "the body's lastError is set, as the seed's consumers do")
+	require.Equal(t, "smtp refused, attempt 4", body["lastError"], "the body's lastError is set, as the Spring backend's consumers do")
 	require.Equal(t, "LOGIN", body["scene"])
 	var headers map[string]any
 	require.NoError(t, json.Unmarshal([]byte(row.Headers), &headers))
@@ -200,7 +200,7 @@ func TestRetryHeaderIsParsedDefensively(t *testing.T) {
 }
 
 // Usage stats has no retry queue: a failure is logged and counted, and the
-// message is acked (the seed's fire-and-forget).
+// message is acked (the Spring backend's fire-and-forget).
 func TestDomainWithoutRetryAcksFailures(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

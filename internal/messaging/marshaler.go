@@ -61,7 +61,7 @@ func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 		AppId:         "isle",
 		Body:          msg.Payload,
 	}
-	// Sent as it is: the replication queue has priorities 0–10 (seed 002,
+	// Sent as it is: the replication queue has priorities 0–10 (doc/contract.md,
 	// x-max-priority 10), and a broker treats anything above a queue's
 	// maximum as the maximum.
 	if pr, err := strconv.ParseUint(msg.Metadata.Get(metaPriority), 10, 8); err == nil {

@@ -53,7 +53,7 @@ func TestSpringPublishedMessageIsConsumed(t *testing.T) {
 	require.Empty(t, b.deadLetters(t, dom))
 }
 
-// A message Isle publishes carries the seed's field names and ISO dates.
+// A message Isle publishes carries the Spring backend's field names and ISO dates.
 func TestIslePublishedMessageOnTheWire(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

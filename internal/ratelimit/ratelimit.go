@@ -1,4 +1,4 @@
-// Package ratelimit holds the Redis rate limiters of the seed: the token
+// Package ratelimit holds the Redis rate limiters the Spring backend uses: the token
 // bucket, the INCR+EXPIRE fixed window and the sliding window, each one Lua
 // script run atomically on a key the caller names. It knows nothing of
 // Isle's keys.

@@ -42,8 +42,8 @@ type InFlight interface {
 	DeductionsInFlight(ctx context.Context) (why string, err error)
 }
 
-// BalanceSync is the balance-sync job (SPEC 6; seed: every 30 minutes). It
-// never copies a Redis balance into MySQL as the seed did: it
+// BalanceSync is the balance-sync job (doc/money.md; every 30 minutes by default). It
+// never copies a Redis balance into MySQL as the Spring backend's job did: it
 //  1. applies pending deductions older than PendingAge through the ledger
 //     (exactly once, whoever else applies them) and clears them;
 //  2. settles ledger entries older than PendingAge whose Redis side a crash

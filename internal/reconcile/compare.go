@@ -12,7 +12,7 @@ import (
 )
 
 // compare checks each quiet user's Redis side against MySQL, the record
-// (SPEC 6.5, 6.7, 6.9). Quiet: no pending deduction, no unsettled ledger
+// (doc/money.md, "balance-sync"). Quiet: no pending deduction, no unsettled ledger
 // entry, no ledger entry newer than Quiet. Then:
 //   - Redis behind: its count of reflected ledger entries is below MySQL's
 //     hot_entries. It came back from an older snapshot and its balance is
@@ -133,7 +133,7 @@ func (j *BalanceSync) compareOne(ctx context.Context, row store.Activity, h stor
 func hotBalance(h store.HotBalance) decimal.Decimal { return h.Balance.Round(store.MoneyScale) }
 
 // correctAll corrects the drifts once no deduction message can still
-// arrive (SPEC 6.9). A Spring producer takes a deduction in Redis with its
+// arrive (doc/money.md, "Deductions other producers take"). A Spring producer takes a deduction in Redis with its
 // own script and leaves no pending record: until its message lands, Redis
 // is below MySQL by it, exactly as when the message was lost, and a
 // rebuild from MySQL would hand the money back. So the drifts wait while

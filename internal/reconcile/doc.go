@@ -1,5 +1,5 @@
-// Package reconcile runs the fleet's periodic jobs (SPEC 4.6): balance-sync
-// keeps the Redis balances and MySQL in agreement (SPEC 6), dlq-replay sends
+// Package reconcile runs the fleet's periodic jobs (doc/money.md, doc/messaging.md): balance-sync
+// keeps the Redis balances and MySQL in agreement (doc/money.md), dlq-replay sends
 // stored dead messages back. A job is a RunOnce returning a Result an
 // operator reads; the Scheduler runs jobs on cron schedules (robfig/cron v3)
 // in whichever process holds the Redis leader lease, so any number of

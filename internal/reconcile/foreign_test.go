@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// springDeduct is what the Spring producers run on a hot balance (seed 000,
+// springDeduct is what the Spring producers run on a hot balance (their
 // AgentBalanceRedisService): take min(balance, amount) with Lua numbers,
 // print 8 places, keep no record. Isle's own scripts never run it.
 var springDeduct = redis.NewScript(`

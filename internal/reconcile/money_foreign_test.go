@@ -20,7 +20,7 @@ type foreignCharge struct {
 }
 
 // DeductionsInFlight is the model's in-flight gate: a foreign message is
-// still queued (SPEC 6.9). Isle's own deductions need no gate: their
+// still queued (doc/money.md, "Deductions other producers take"). Isle's own deductions need no gate: their
 // pending records keep their users busy.
 func (sm *machine) DeductionsInFlight(context.Context) (string, error) {
 	for _, q := range sm.queue {
@@ -32,7 +32,7 @@ func (sm *machine) DeductionsInFlight(context.Context) (string, error) {
 }
 
 // springInit is what a Spring producer does with a missing balance: SETNX
-// it from MySQL, with none of Isle's bookkeeping (seed 000 "Balance
+// it from MySQL, with none of Isle's bookkeeping (the customer's Redis document, "Balance
 // Initialization").
 func (sm *machine) springInit(t *rapid.T, user string) {
 	var bal decimal.Decimal

@@ -22,7 +22,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The money model under faults (SPEC 6): random sequences of deductions
+// The money model under faults (doc/money.md): random sequences of deductions
 // (new and repeated request ids), recharges, deliveries, duplicate
 // deliveries, lost messages, consumer crashes between commit and ack, Redis
 // data losses, Redis restored from an earlier snapshot, idempotency markers

@@ -8,7 +8,7 @@ import (
 	"github.com/eisland/isle/internal/dlq"
 )
 
-// DLQReplay is the dlq-replay job (seed 002: object-replication.dlq-replay-*,
+// DLQReplay is the dlq-replay job (OBJECT_REPLICATION_DLQ_REPLAY_*,
 // off by default): it republishes a domain's stored dead messages that were
 // not replayed yet, at most Batch per run.
 type DLQReplay struct {

@@ -13,7 +13,7 @@ import (
 // second behind, a lagging replica) is behind MySQL: it misses a settled
 // deduction and a paid recharge. balance-sync rebuilds it from MySQL and
 // never corrects MySQL toward it — also when new charges landed on the old
-// state before balance-sync ran (SPEC 6.7).
+// state before balance-sync ran (doc/money.md, "Redis behind MySQL").
 func TestRedisBackFromASnapshotIsRebuiltNotCopied(t *testing.T) {
 	t.Parallel()
 	for _, traffic := range []bool{false, true} {

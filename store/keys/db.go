@@ -1,10 +1,10 @@
-// Package keys builds every Redis key Isle uses (seed 000), and knows the
+// Package keys builds every Redis key Isle uses (doc/keys.md), and knows the
 // logical database, TTL and namespace of each key family. Call sites never
-// concatenate key strings (seed 001): they call a builder method, and SCAN
+// concatenate key strings: they call a builder method, and SCAN
 // patterns come from the same builder.
 //
-// Seed 001 splits keys into a volatile namespace, wiped at start-up, and a
-// persistent one. Isle keeps seed 000's key names (they are shared with the
+// The key policy splits keys into a volatile namespace, wiped at start-up, and a
+// persistent one. Isle keeps the Spring backend's key names (they are shared with the
 // Java backend), so the split is a property of each Family instead of a
 // name prefix: caches are Volatile; balances, ledgers of pending work,
 // limits, idempotency markers, locks and the leader lease are not.
@@ -13,10 +13,10 @@
 // several fleets can share one Redis.
 package keys
 
-// DB is a logical Redis database of seed 000 "Database Allocation".
+// DB is a logical Redis database (doc/keys.md).
 type DB int
 
-// The logical databases. Verify and Identity share index 2 by default, as in the seed.
+// The logical databases. Verify and Identity share index 2 by default, as in the Spring backend.
 const (
 	DBDefault DB = iota
 	DBAvatar
@@ -74,14 +74,14 @@ func DBs() []DB {
 // EnvVar is the environment variable that selects the database index.
 func (d DB) EnvVar() string { return dbs[d].env }
 
-// DefaultIndex is the seed's index of the database.
+// DefaultIndex is the Spring backend's index of the database.
 func (d DB) DefaultIndex() int { return dbs[d].index }
 
 // Purpose says what the database holds.
 func (d DB) Purpose() string { return dbs[d].purpose }
 
 // IndexIn is db's index given overrides by logical database (configuration):
-// the override, or the seed's default.
+// the override, or the Spring backend's default.
 func (db DB) IndexIn(overrides map[DB]int) int {
 	if i, ok := overrides[db]; ok {
 		return i

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Family is one key pattern of seed 000 (or one Isle adds), such as
+// Family is one key pattern, the Spring backend's or Isle's own, such as
 // "agent:balance:{username}".
 type Family struct {
-	Template string        // the seed's pattern, with {placeholders}
+	Template string        // the pattern, with {placeholders}
 	DB       DB            // logical database
 	TTL      time.Duration // 0 = no TTL (persistent) or set by the caller
 	Volatile bool          // a cache: deleted by the start-up cleanup

@@ -2,7 +2,7 @@ package keys
 
 import "time"
 
-// Seed 000 TTLs and limits that callers apply.
+// TTLs and limits that callers apply (doc/keys.md).
 const (
 	VerifyCodeTTL      = 5 * time.Minute
 	VerifyCooldownTTL  = 60 * time.Second
@@ -29,7 +29,7 @@ const (
 	DeductionMarkerTTL = 7 * 24 * time.Hour
 )
 
-// The key families. Their order is the order of seed 000's sections.
+// The key families, by database as doc/keys.md lists them.
 var (
 	// DB 2 — email verification.
 	VerifyCode          = family("verify:code:{scene}:{email}", DBVerify, VerifyCodeTTL, false)
@@ -49,9 +49,9 @@ var (
 	WallpaperUpload     = family("wallpaper:upload:{ownerUsername}", DBUploadRate, time.Hour, false)
 	BanBloom            = family("user:ban:bloom", DBUserBan, 0, false)
 	BanSet              = family("user:ban:set", DBUserBan, 0, false)
-	BanGeneration       = family("user:ban:generation", DBUserBan, 0, false)                     // Isle's own, not in seed 000
-	BanBloomRebuild     = family("user:ban:rebuild:bloom:{id}", DBUserBan, BanRebuildTTL, false) // Isle's own, not in seed 000
-	BanSetRebuild       = family("user:ban:rebuild:set:{id}", DBUserBan, BanRebuildTTL, false)   // Isle's own, not in seed 000
+	BanGeneration       = family("user:ban:generation", DBUserBan, 0, false)                     // Isle's own: the Spring backend has no such key
+	BanBloomRebuild     = family("user:ban:rebuild:bloom:{id}", DBUserBan, BanRebuildTTL, false) // Isle's own: the Spring backend has no such key
+	BanSetRebuild       = family("user:ban:rebuild:set:{id}", DBUserBan, BanRebuildTTL, false)   // Isle's own: the Spring backend has no such key
 	ProMonthPrice       = family("payment:pricing:pro-month:amount-fen", DBPayment, 0, false)
 	OrderChannel        = family("payment:order:channel:{outTradeNo}", DBPayment, PaymentChannelTTL, false)
 	OrderReceiptEmail   = family("payment:order:receipt-email:{outTradeNo}", DBPayment, 0, false) // order expiry + 60 min
@@ -60,12 +60,12 @@ var (
 	OrderOpLock         = family("payment:order:op-lock:{outTradeNo}", DBPayment, PaymentLockTTL, false)
 	OrderCreateLock     = family("payment:lock:create:{product}:{username}", DBPayment, PaymentLockTTL, false)
 	AgentBalance        = family("agent:balance:{username}", DBAgentBilling, 0, false)
-	AgentPending        = family("agent:pending:{username}", DBAgentBilling, 0, false)                                   // Isle's own, not in seed 000
-	AgentDeduction      = family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false)  // Isle's own, not in seed 000
-	AgentBalanceInit    = family("agent:balance-init:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
-	AgentBalanceLate    = family("agent:balance-late:{username}", DBAgentBilling, 0, false)                              // Isle's own, not in seed 000
-	AgentBalanceEntries = family("agent:balance-entries:{username}", DBAgentBilling, 0, false)                           // Isle's own, not in seed 000
-	AgentSettled        = family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false) // Isle's own, not in seed 000
+	AgentPending        = family("agent:pending:{username}", DBAgentBilling, 0, false)                                   // Isle's own: the Spring backend has no such key
+	AgentDeduction      = family("agent:deduction:{username}:{deductionId}", DBAgentBilling, DeductionMarkerTTL, false)  // Isle's own: the Spring backend has no such key
+	AgentBalanceInit    = family("agent:balance-init:{username}", DBAgentBilling, 0, false)                              // Isle's own: the Spring backend has no such key
+	AgentBalanceLate    = family("agent:balance-late:{username}", DBAgentBilling, 0, false)                              // Isle's own: the Spring backend has no such key
+	AgentBalanceEntries = family("agent:balance-entries:{username}", DBAgentBilling, 0, false)                           // Isle's own: the Spring backend has no such key
+	AgentSettled        = family("agent:settled:{username}:{kind}:{entryId}", DBAgentBilling, DeductionMarkerTTL, false) // Isle's own: the Spring backend has no such key
 	AgentUsage          = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
 	AgentUsageModels    = family("agent:usage:__models__", DBAgentPricing, 0, false)
 	AgentPricing        = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
@@ -77,8 +77,8 @@ var (
 	ScoreSubmitRate     = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	LeaderboardRefresh  = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	GameSession         = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
-	LeaderLease         = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own, not in seed 000
-	JobLock             = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own, not in seed 000
+	LeaderLease         = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own: the Spring backend has no such key
+	JobLock             = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own: the Spring backend has no such key
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.

@@ -64,7 +64,7 @@ func TestFamiliesAreConsistent(t *testing.T) {
 			require.NotZero(t, f.TTL, "a cache %s must expire", f.Template)
 		}
 	}
-	require.False(t, keys.LeaderLease.Volatile, "seed 001: the leader lease is persistent")
+	require.False(t, keys.LeaderLease.Volatile, "the key policy: the leader lease is persistent")
 	require.False(t, keys.AgentBalance.Volatile)
 	for _, f := range []*keys.Family{keys.BanBloom, keys.BanSet, keys.BanGeneration, keys.BanBloomRebuild, keys.BanSetRebuild} {
 		require.Equal(t, keys.DBUserBan, f.DB, f.Template)

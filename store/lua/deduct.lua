@@ -1,5 +1,5 @@
--- deduct.lua — seed 000 "Lua Deduction Script" (cap at zero), with exact
--- decimal arithmetic and an idempotency record (SPEC 6).
+-- deduct.lua — the Spring backend's deduction (cap at zero), with exact
+-- decimal arithmetic and an idempotency record (doc/money.md).
 --
 -- Balances are decimal strings with 8 places, never doubles: the arithmetic
 -- is lib/money.lua's, which store/scripts.go prepends to this script.

@@ -1,5 +1,5 @@
--- init_balance.lua — seed 000 "Balance Initialization" (SETNX from MySQL),
--- recording what the initialisation read (SPEC 6.6).
+-- init_balance.lua — the Spring backend's balance initialisation (SETNX from MySQL),
+-- recording what the initialisation read (doc/money.md, "After a Redis loss").
 --
 -- After Redis lost its data, a balance is initialised from MySQL. Entries
 -- that MySQL committed after that read (ledger seq > ARGV[2]) are not in it:

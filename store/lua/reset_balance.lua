@@ -1,5 +1,5 @@
 -- reset_balance.lua — drops a hot balance that balance-sync found behind
--- MySQL (SPEC 6.7), so that the next request or EnsureBalance initialises it
+-- MySQL (doc/money.md, "Redis behind MySQL"), so that the next request or EnsureBalance initialises it
 -- from MySQL, with the same rules as after a Redis loss. Only if nothing
 -- changed since balance-sync read it and no deduction is pending: a pending
 -- deduction is in the balance and not yet in MySQL, so an initialisation

@@ -1,5 +1,5 @@
 -- resettle.lua — a deduction whose ledger row was settled before meets the
--- pending record of its id, if any (SPEC 6.8: a request id deducts once per
+-- pending record of its id, if any (doc/money.md, "A request id deducts once": a request id deducts once per
 -- user for as long as its ledger row exists, whatever Redis forgot).
 --
 -- The record is the row's own (same ref) only when Redis came back from a

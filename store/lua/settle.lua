@@ -1,5 +1,5 @@
 -- settle.lua — makes the Redis balance reflect one ledger entry that MySQL
--- just committed (SPEC 6), exactly once.
+-- just committed (doc/money.md), exactly once.
 --
 -- First: does this Redis reflect the entry already? It does if it settled
 -- it before (its settled marker) or if its balance was initialised from a

@@ -33,7 +33,7 @@ func OpenMySQL(ctx context.Context, log *slog.Logger, cfg store.MySQLConfig) (*g
 }
 
 // OpenRedis opens the clients, waits for Redis to answer and, when
-// configured, deletes the volatile keys (seed 001 start-up cleanup).
+// configured, deletes the volatile keys (doc/keys.md: caches are deleted at start-up).
 func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.Redis, error) {
 	r, err := store.OpenRedis(cfg.RedisConfig)
 	if err != nil {

@@ -143,7 +143,7 @@ type Relay struct {
 	Relay RelaySection
 }
 
-// RelaySection holds the outbox relay settings (seed 002 object-replication.*).
+// RelaySection holds the outbox relay settings (doc/outbox.md).
 type RelaySection struct {
 	OpsAddr            string
 	ReplicationEnabled bool

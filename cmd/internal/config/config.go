@@ -24,7 +24,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// Defaults that are not the seed's own.
+// Defaults that are not the Spring backend's own.
 const (
 	MySQLDSNDefault      = "root@tcp(127.0.0.1:3306)/isle"
 	RedisHostDefault     = "127.0.0.1"
@@ -65,7 +65,7 @@ func loadMySQL(l *loader) store.MySQLConfig {
 	return c
 }
 
-// Redis is the Redis section: the server, the 15 seed databases, the key
+// Redis is the Redis section: the server, the 15 logical databases, the key
 // prefix and the start-up cleanup of volatile keys.
 type Redis struct {
 	store.RedisConfig
@@ -91,7 +91,7 @@ func loadRedisServer(l *loader) Redis {
 		Password:  l.Secret("REDIS_PASSWORD", "", "Redis password (AUTH); empty for none."),
 		Timeout:   l.Duration("REDIS_TIMEOUT", store.RedisTimeoutDefault, time.Millisecond, time.Minute, "Redis dial, read and write timeout: a Go duration, or milliseconds."),
 		Databases: make(map[keys.DB]int),
-		KeyPrefix: l.String("REDIS_KEY_PREFIX", "", "Global prefix of every Redis key, for sharing one Redis between fleets; empty for the seed's names."),
+		KeyPrefix: l.String("REDIS_KEY_PREFIX", "", "Global prefix of every Redis key, for sharing one Redis between fleets; empty for none's names."),
 	}}
 	for _, db := range keys.DBs() {
 		r.Databases[db] = l.Int(db.EnvVar(), db.DefaultIndex(), 0, 15, fmt.Sprintf("Redis database index: %s.", db.Purpose()))
@@ -105,7 +105,7 @@ func loadRedisServer(l *loader) Redis {
 // loadRedisCleanup reads the start-up cleanup settings into r.
 func loadRedisCleanup(l *loader, r *Redis) {
 	r.CleanupOnStart = l.Bool("REDIS_CACHE_CLEAR_ENABLED", true,
-		"Delete volatile keys (caches) at start-up (seed 001). Persistent keys are never touched.")
+		"Delete volatile keys (caches) at start-up (doc/keys.md). Persistent keys are never touched.")
 	for _, p := range l.List("REDIS_CACHE_CLEAR_PATTERNS", nil,
 		"Extra patterns the start-up cleanup deletes, comma-separated DB/pattern (e.g. 13/legacy:*). A pattern that could match persistent keys is refused.") {
 		cp, err := keyclean.ParsePattern(p, r.Databases)
@@ -187,13 +187,13 @@ func cutEq(s string) (key, value string, ok bool) {
 }
 
 // loadRetry reads each domain's retry policy from the variables the
-// topology names (Domain.EnvPrefix: the seed's properties become e.g.
+// topology names (Domain.EnvPrefix: the Spring backend's properties become e.g.
 // EMAIL_NOTIFY_MAX_RETRIES). Domains that share a prefix (payment receipts
-// share the payment.notify-* properties, as in the seed) share the policy.
+// share the payment.notify-* properties, as in the Spring backend) share the policy.
 func loadRetry(l *loader) map[string]topology.RetryPolicy {
 	tp, err := topology.New(topology.Config{})
 	if err != nil {
-		panic(err) // the seed's table is valid: a test holds it
+		panic(err) // the default table is valid: a test holds it
 	}
 	out := make(map[string]topology.RetryPolicy)
 	read := make(map[string]topology.RetryPolicy)

@@ -67,7 +67,7 @@ func TestOverrides(t *testing.T) {
 	require.Equal(t, 7, email.Retry.MaxRetries)
 	for _, name := range []string{topology.DomainPaymentNotify, topology.DomainPaymentReceipt} {
 		d, _ := tp.Domain(name)
-		require.Equal(t, 250*time.Millisecond, d.Retry.Delay, "receipts share payment.notify-* as in the seed")
+		require.Equal(t, 250*time.Millisecond, d.Retry.Delay, "receipts share payment.notify-* as in the Spring backend")
 	}
 	score, _ := tp.Domain(topology.DomainMiniGameScore)
 	require.Equal(t, "cn.x.ScoreUpsertMessage", score.TypeID)

@@ -42,7 +42,7 @@ func Markdown() []byte {
 
 Every Isle binary reads its settings from environment variables, parsed in one
 place (` + "`cmd/internal/config`" + `). Names follow the customer's documents: the Redis
-variables of seed 000, the RabbitMQ connection of seed 002, and seed 002's Spring
+variables of doc/keys.md, the RabbitMQ connection, and the Spring
 properties written as variables (` + "`email.notify-max-retries`" + ` is
 ` + "`EMAIL_NOTIFY_MAX_RETRIES`" + `). Unset or empty variables take the default, which
 works against the local services; only the operations addresses (` + "`*_OPS_ADDR`" + `)

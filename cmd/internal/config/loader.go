@@ -135,7 +135,7 @@ func (l *loader) Bool(name string, def bool, doc string) bool {
 }
 
 // Millis reads a *_MS variable: a whole number of milliseconds, as the
-// seed's Spring properties are written.
+// Spring backend's properties are written.
 func (l *loader) Millis(name string, def, lo, hi time.Duration, doc string) time.Duration {
 	shown := strconv.FormatInt(def.Milliseconds(), 10)
 	return read(l, Var{Name: name, Default: shown, Doc: doc}, def, func(v string) (time.Duration, error) {

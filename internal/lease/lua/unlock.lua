@@ -1,4 +1,4 @@
--- unlock.lua — compare-and-delete release of a SETNX lock (seed 000
+-- unlock.lua — compare-and-delete release of a SETNX lock (the Spring
 -- "Distributed Locks": only the holder, who knows the UUID, may release).
 --
 -- KEYS[1] the lock

@@ -1,4 +1,4 @@
--- incr_window.lua — seed 000 "Rate-Limit INCR+EXPIRE Lua Script" (MiniGameScoreService).
+-- incr_window.lua — the fixed-window limit the Spring MiniGameScoreService uses.
 -- The TTL is set on the first increment only, so later requests do not extend
 -- the window; a counter found without a TTL gets one, so it cannot block forever.
 --

@@ -1,4 +1,4 @@
--- sliding_window.lua — a sliding-window limit on a sorted set (seed 000 DB 6
+-- sliding_window.lua — a sliding-window limit on a sorted set (doc/keys.md, auth:limit
 -- "auth:limit:login:failures:{key}": member = timestamp:nano, score = timestamp).
 --
 -- KEYS[1] the window's sorted set

@@ -1,4 +1,4 @@
--- token_bucket.lua — seed 000 "Token Bucket Lua Script" (SliderCaptchaService).
+-- token_bucket.lua — the token bucket the Spring SliderCaptchaService uses.
 --
 -- KEYS[1] the bucket: hash with fields tokens, ts
 -- ARGV[1] now, epoch milliseconds ("" = the Redis server's clock, so callers' clocks cannot skew it)
