@@ -50,7 +50,7 @@ func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDedu
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
 func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewBillingDeduct(d.Ledger, d.Balances, log).Handle)
+	return messaging.Typed(NewBillingDeduct(d.Ledger, store.NewBalances(d.DB, d.Redis), log).Handle)
 }
 
 // Handle applies one deduction.

@@ -10,15 +10,14 @@ import (
 )
 
 // Deps are what the consumers are built from; the worker makes them once.
+// A consumer builds the store aggregates it needs from DB and Redis; the
+// group-committing writers are shared by every handler of the process.
 type Deps struct {
 	DB     *gorm.DB
 	Redis  *store.Redis
 	Ledger Ledger       // store.LedgerWriter
 	Usage  UsageCounter // store.UsageWriter
-	Stats  UsageHashes  // store.UsageStats
-	// Balances reflects committed entries in the hot balances (store.Balances).
-	Balances BalanceSettler
-	Log      *slog.Logger // each consumer logs with handler=<its name>
+	Log    *slog.Logger // each consumer logs with handler=<its name>
 }
 
 // A Consumer builds the handler of one domain's main queue.

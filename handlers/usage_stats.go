@@ -42,7 +42,7 @@ func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats 
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
 func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewUsageStats(d.Usage, d.Stats, log).Handle)
+	return messaging.Typed(NewUsageStats(d.Usage, store.NewUsageStats(d.DB, d.Redis), log).Handle)
 }
 
 // Handle counts one usage, on the day (UTC+8) it is handled.

@@ -43,8 +43,7 @@ func (w *writers) close() {
 // (handlers.Routes): the main consumer of each domain the registry has, and
 // each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
 func routes(deps *app.Deps, flow *messaging.Flow, w *writers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
-	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Stats: store.NewUsageStats(deps.DB, deps.Redis),
-		Balances: store.NewBalances(deps.DB, deps.Redis), Log: log}
+	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log}
 	out := map[string]messaging.Route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
 		if r.DLQ {
