@@ -81,7 +81,9 @@ func TestImportGraph(t *testing.T) {
 		"cmd/relay":                  {"cmd/internal/app", "cmd/internal/config"},
 		"cmd/reconcile": {"cmd/internal/app", "cmd/internal/config", "internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin",
 			"internal/reconcile", "store", "store/keys", "topology"},
-		"cmd/islectl": {"cmd/internal/config", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/rabbitadmin",
+		// The bench drives a fleet from outside, as a client and an operator do.
+		"internal/bench": {"internal/httpapi", "internal/keyclean", "store", "store/keys", "topology"},
+		"cmd/islectl": {"cmd/internal/config", "internal/bench", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/rabbitadmin",
 			"store", "store/keys", "topology"},
 		"e2e": {},
 	}

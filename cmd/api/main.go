@@ -65,6 +65,18 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	go api.WatchBans(ctx)
 
+	ops, err := app.NewOpsServer(cfg.HTTP.OpsAddr, deps.Checks()...)
+	if err != nil {
+		return err
+	}
+	defer ops.Close(log)
+	switch {
+	case cfg.Log.Pprof && ops.Addr() == "":
+		return errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
+	case cfg.Log.Pprof:
+		ops.Profile()
+	}
+
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return err
@@ -79,7 +91,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()))
+	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()))
 
 	select {
 	case err := <-served:

@@ -12,6 +12,7 @@
 //	islectl users create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans
 //	islectl pricing set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list
 //	islectl token -user NAME [-role user|service|admin] [-ttl 24h]
+//	islectl bench [-url URL] [-json] [-short] [-keep] [-bin DIR]
 //
 // It reads the same environment variables as the fleet (doc/config.md).
 // Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
@@ -38,7 +39,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	if err == nil {
 		return
 	}
@@ -60,6 +61,7 @@ func usagef(format string, a ...any) error {
 type env struct {
 	lookupEnv func(string) (string, bool)
 	out       io.Writer
+	progress  io.Writer // what a long command says while it runs (stderr)
 }
 
 type command struct {
@@ -78,10 +80,11 @@ func init() {
 		"users":    {"create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans", runUsers},
 		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},
 		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
+		"bench":    {"[-url URL] [-json] [-short]: measure the billing path against raw baselines (doc/performance.md)", runBench},
 	}
 }
 
-func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), out io.Writer) error {
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), out, progress io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(out)
 		if len(args) == 0 {
@@ -93,7 +96,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if !ok {
 		return usagef("unknown command %q (try `islectl help`)", args[0])
 	}
-	return cmd.run(ctx, env{lookupEnv: lookupEnv, out: out}, args[1:])
+	return cmd.run(ctx, env{lookupEnv: lookupEnv, out: out, progress: progress}, args[1:])
 }
 
 func printUsage(w io.Writer) {

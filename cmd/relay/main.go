@@ -36,6 +36,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer ops.Close(log)
+	if cfg.Log.Pprof {
+		ops.Profile()
+	}
 
 	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
 		"enabled", cfg.Relay.Enabled, "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval)

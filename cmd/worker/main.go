@@ -77,6 +77,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer ops.Close(log)
+	if cfg.Log.Pprof {
+		ops.Profile()
+	}
 	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -59,6 +60,15 @@ func NewOpsServer(addr string, checks ...Check) (*OpsServer, error) {
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// Profile serves Go's profiler under /debug/pprof/ (PPROF_ENABLED).
+func (s *OpsServer) Profile() {
+	s.Mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.Mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.Mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.Mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.Mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // Addr is the address served, or "".

@@ -32,6 +32,7 @@ type API struct {
 // HTTP is the API server section.
 type HTTP struct {
 	Addr              string
+	OpsAddr           string // "" = none
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
@@ -44,7 +45,9 @@ type HTTP struct {
 
 func loadHTTP(l *loader) HTTP {
 	return HTTP{
-		Addr:              l.String("API_ADDR", ":8080", "Address the API listens on."),
+		Addr: l.String("API_ADDR", ":8080", "Address the API listens on."),
+		OpsAddr: l.OptionalAddr("API_OPS_ADDR", "",
+			"Address of the API's operations endpoint (/healthz, and /debug/pprof/ with PPROF_ENABLED); empty, the default, serves none. The API's own address serves /healthz, /readyz and /metrics."),
 		ReadHeaderTimeout: l.Duration("API_READ_HEADER_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute, "Longest a client may take to send request headers."),
 		ReadTimeout:       l.Duration("API_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest a client may take to send a whole request."),
 		WriteTimeout:      l.Duration("API_WRITE_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest the API may take to answer a request."),

@@ -36,10 +36,11 @@ const (
 	ManagementURLDefault = "http://127.0.0.1:15672"
 )
 
-// Log is the logging section, read by every binary.
+// Log is the logging and diagnostics section, read by every binary.
 type Log struct {
 	Level  slog.Level
 	Format string // json or text
+	Pprof  bool   // serve /debug/pprof/ on the operations address
 }
 
 func loadLog(l *loader) Log {
@@ -49,6 +50,8 @@ func loadLog(l *loader) Log {
 	return Log{
 		Level:  level,
 		Format: l.OneOf("LOG_FORMAT", "json", []string{"json", "text"}, "Log line format: json (one object per line) or text (key=value)."),
+		Pprof: l.Bool("PPROF_ENABLED", false,
+			"Serve Go's profiler at /debug/pprof/ on the operations address (API_OPS_ADDR, WORKER_OPS_ADDR, RELAY_OPS_ADDR, RECONCILE_OPS_ADDR). Off by default: profiles show the process's internals and cost CPU while taken."),
 	}
 }
 

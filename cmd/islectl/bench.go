@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/eisland/isle/internal/bench"
+)
+
+// runBench measures the billing path against raw baselines in one run and
+// prints a table, or the report as JSON (-json). Progress goes to stderr.
+func runBench(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(e.out)
+	url := fs.String("url", "", "a running fleet's API (e.g. http://127.0.0.1:8080); default: start a fleet of its own from -bin")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	short := fs.Bool("short", false, "a quick run with a tenth of the work (the figures are rough)")
+	keep := fs.Bool("keep", false, "own fleet: keep its database, keys, queues and logs")
+	bin := fs.String("bin", "", "own fleet: the directory of the api and worker binaries (default: islectl's own)")
+	pprof := fs.Bool("pprof", false, "own fleet: serve Go's profiler on the api's and worker's operations addresses (printed)")
+	dir := fs.String("dir", "", "own fleet: where its logs go (default: a new temporary directory)")
+	users := fs.Int("users", bench.UsersDefault, "users the requests spread over")
+	requests := fs.Int("requests", bench.RequestsDefault, "requests of the end-to-end phase, and deductions of the consumer phase")
+	raw := fs.Int("raw", bench.RawMessagesDefault, "messages of each raw RabbitMQ baseline")
+	phase := fs.Duration("phase", bench.PhaseDefault, "length of each timed load phase")
+	inflight := fs.Int("e2e-inflight", bench.E2EInFlightDefault, "requests in flight in the end-to-end phase")
+	if pos, err := parseFlags(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usagef("bench takes no arguments")
+	}
+	switch {
+	case *users < 1 || *users > 100_000, *requests < 100 || *requests > 10_000_000, *raw < 100 || *raw > 10_000_000:
+		return usagef("bench: -users 1..100000, -requests and -raw 100..10000000")
+	case *phase < 100*time.Millisecond || *phase > 10*time.Minute, *inflight < 1 || *inflight > 4096:
+		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
+	}
+	if *short {
+		*requests, *raw, *phase = max(100, *requests/10), max(100, *raw/10), max(100*time.Millisecond, *phase/5)
+	}
+	cfg, _, err := load(e)
+	if err != nil {
+		return err
+	}
+	bc := bench.Config{
+		MySQL: cfg.MySQL, Redis: cfg.Redis.RedisConfig, AMQPURL: cfg.AMQP.URL, Topology: cfg.AMQP.Topology,
+		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
+		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Progress: e.progress,
+	}
+	if *url != "" {
+		if bc.JWTSecret, err = cfg.JWT.Key(); err != nil {
+			return fmt.Errorf("bench -url needs the fleet's token key: %w", err)
+		}
+	} else if bc.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bc.BinDir = filepath.Dir(exe)
+	}
+	rep, err := bench.Run(ctx, bc)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return bench.WriteTable(e.out, rep)
+}

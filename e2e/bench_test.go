@@ -1,0 +1,89 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store/storetest"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// islectl bench -short runs every phase against a fleet of its own and
+// removes it afterwards. The figures are not checked (machines are noisy and
+// a short run is rough): that each phase measured something, and that the
+// report has every goal, is.
+func TestBenchShortRun(t *testing.T) {
+	storetest.Services(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := newFleetEnv(t, storetest.MySQLDSN(t))
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "islectl"), "bench", "-short", "-json", "-users", "20")
+	cmd.Env = env.list()
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, stderr)
+	var rep struct {
+		Baselines map[string]struct {
+			PerSecond float64 `json:"per_second"`
+		}
+		Usage []struct {
+			Mode     string
+			InFlight int
+			OK       int64
+			P99ms    float64 `json:"p99_ms"`
+		}
+		EndToEnd struct {
+			Requests   int64
+			RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
+			CPU        []struct{ Process string }
+		} `json:"end_to_end"`
+		Consumer struct {
+			Messages    int64
+			RatioToBare float64 `json:"ratio_to_bare_consumer"`
+		}
+		Targets []struct{ Name string }
+	}
+	require.NoError(t, json.Unmarshal(out, &rep), string(out))
+	for _, b := range []string{"raw_publish", "raw_consume", "raw_end_to_end", "redis_deduct", "mysql_batch", "bare_consumer", "bare_consumer_multi_ack"} {
+		require.Positive(t, rep.Baselines[b].PerSecond, "baseline %s", b)
+	}
+	require.Len(t, rep.Usage, 4, "1, 32 and 128 in flight, then a fixed rate")
+	for _, l := range rep.Usage {
+		require.Positive(t, l.OK, "%s %d", l.Mode, l.InFlight)
+		require.Positive(t, l.P99ms)
+	}
+	require.EqualValues(t, 2000, rep.EndToEnd.Requests, "-short: a tenth of the default 20,000")
+	require.Positive(t, rep.EndToEnd.RatioToRaw)
+	procs := map[string]bool{}
+	for _, c := range rep.EndToEnd.CPU {
+		procs[c.Process] = true
+	}
+	for _, p := range []string{"api", "worker", "rabbitmq", "mariadb", "redis", "bench"} {
+		require.True(t, procs[p], "CPU of %s", p)
+	}
+	// Timed from the first ledger row seen to the last: most of the 2,000.
+	require.Positive(t, rep.Consumer.Messages)
+	require.LessOrEqual(t, rep.Consumer.Messages, int64(2000))
+	require.Positive(t, rep.Consumer.RatioToBare)
+	require.Len(t, rep.Targets, 5)
+
+	// Nothing of the bench's fleet is left.
+	var dbs int
+	require.NoError(t, storetest.MySQL(t).Raw("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'isle_bench'").Scan(&dbs).Error)
+	require.Zero(t, dbs, "the bench's database was dropped")
+	conn, err := amqp.Dial(storetest.AMQPURL())
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDeclarePassive("islebench.agent.billing.deduct.queue", true, false, false, false, nil)
+	require.Error(t, err, "the bench's queues were deleted")
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCPUTimeCountsThisProcesssWork(t *testing.T) {
+	before, err := cpuTime(os.Getpid())
+	require.NoError(t, err)
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := cpuTime(os.Getpid())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, after-before, 50*time.Millisecond, "a busy loop of 100 ms shows as CPU time")
+	rss, peak, err := memory(os.Getpid())
+	require.NoError(t, err)
+	require.Positive(t, rss)
+	require.GreaterOrEqual(t, peak, rss)
+}
+
+func TestFindProcessesByCommandName(t *testing.T) {
+	comm, err := os.ReadFile("/proc/self/comm")
+	require.NoError(t, err)
+	name := strings.TrimSpace(string(comm))
+	found := findProcesses(map[string]string{name: "me"})
+	require.NotEmpty(t, found)
+	require.Equal(t, "me", found[0].Name)
+	_, err = os.Stat(filepath.Join("/proc", "self"))
+	require.NoError(t, err)
+}
+
+func TestNumGroupsThousands(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 12345.6: "12,346", 1234567: "1,234,567", -1234: "-1,234"} {
+		require.Equal(t, want, num(in), "num(%v)", in)
+	}
+}
+
+func TestTargetsAreCheckedOnTheRunsFigures(t *testing.T) {
+	rep := &Report{
+		Seconds:  120,
+		Usage:    []Load{{Mode: "closed", InFlight: 32, P99ms: 49}, {Mode: "closed", InFlight: 128, P99ms: 400}},
+		EndToEnd: EndToEnd{RatioToRaw: 0.14, CPU: []ProcessCPU{{Process: "api", MsPerRequest: 0.19}}},
+		Consumer: Consumer{RatioToBare: 0.31},
+	}
+	got := map[string]bool{}
+	for _, tg := range targets(rep) {
+		got[tg.Name] = tg.Met
+	}
+	require.Equal(t, map[string]bool{
+		"usage end to end ÷ raw RabbitMQ end to end":                           false,
+		"usage API p99 at 32 in flight (ms)":                                   true,
+		"deduct consumer alone ÷ bare consumer (an ack each, as doc/money.md)": true,
+		"api CPU per request (ms)":                                             true,
+		"bench run (s)":                                                        true,
+	}, got)
+	var out bytes.Buffer
+	rep.Targets = targets(rep)
+	require.NoError(t, WriteTable(&out, rep))
+	require.Regexp(t, `usage end to end ÷ raw RabbitMQ end to end +0.14 +≥ 0.15 +NOT met`, out.String())
+}

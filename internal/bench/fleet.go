@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// startTimeout bounds a binary's start-up, from exec to its "started" line.
+const startTimeout = 60 * time.Second
+
+// binary is one fleet process the bench started: api or worker. Its log
+// goes to a file in the bench's directory.
+type binary struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	err    error
+
+	mu      sync.Mutex
+	started map[string]any // the fields of its "<name> started" line
+	ready   chan struct{}
+}
+
+// startBinary starts path with env (appended to the bench's environment)
+// and args, and waits for its "<name> started" log line.
+func startBinary(ctx context.Context, dir, path, name string, env []string, args ...string) (*binary, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = logFile
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	b := &binary{name: name, cmd: cmd, log: logPath, exited: make(chan struct{}), ready: make(chan struct{})}
+	go func() {
+		defer close(b.exited)
+		b.scan(stderr, logFile)
+		b.err = cmd.Wait()
+		logFile.Close()
+	}()
+	t := time.NewTimer(startTimeout)
+	defer t.Stop()
+	select {
+	case <-b.ready:
+		return b, nil
+	case <-b.exited:
+		return nil, fmt.Errorf("%s exited before it started (%v); its log: %s\n%s", name, b.err, logPath, tail(logPath, 20))
+	case <-t.C:
+		b.kill()
+		return nil, fmt.Errorf("%s did not start within %s; its log: %s\n%s", name, startTimeout, logPath, tail(logPath, 20))
+	case <-ctx.Done():
+		b.kill()
+		return nil, ctx.Err()
+	}
+}
+
+// scan copies the binary's log to w and notes its "started" line.
+func (b *binary) scan(r io.Reader, w io.Writer) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	marker := `"msg":"` + b.name + ` started"`
+	for sc.Scan() {
+		line := sc.Bytes()
+		_, _ = w.Write(append(line, '\n'))
+		if b.started == nil && strings.Contains(string(line), marker) {
+			var fields map[string]any
+			if json.Unmarshal(line, &fields) == nil {
+				b.mu.Lock()
+				b.started = fields
+				b.mu.Unlock()
+				close(b.ready)
+			}
+		}
+	}
+	_, _ = io.Copy(w, r)
+}
+
+// field is a string field of the binary's "started" line.
+func (b *binary) field(name string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, _ := b.started[name].(string)
+	return s
+}
+
+func (b *binary) pid() int { return b.cmd.Process.Pid }
+
+// stop sends SIGTERM and waits for the exit, killing the process after
+// timeout.
+func (b *binary) stop(timeout time.Duration) error {
+	select {
+	case <-b.exited:
+		return nil
+	default:
+	}
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.exited:
+		var ee *exec.ExitError
+		if b.err != nil && !errors.As(b.err, &ee) {
+			return b.err
+		}
+		return nil
+	case <-time.After(timeout):
+		b.kill()
+		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", b.name, timeout)
+	}
+}
+
+func (b *binary) kill() {
+	_ = b.cmd.Process.Kill()
+	<-b.exited
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fleet is the bench's own api and worker, on a database, key prefix and
+// name prefix of their own.
+type fleet struct {
+	r      *run
+	dir    string
+	env    []string
+	dsn    string
+	redis  *store.Redis
+	api    *binary
+	worker *binary
+	url    string
+}
+
+// startFleet creates the fleet's database (anew), declares its topology,
+// and starts api and worker from the bench's BinDir.
+func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
+	for _, b := range []string{"api", "worker"} {
+		if _, err := os.Stat(filepath.Join(r.cfg.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("bench: no %s binary in %s (build them: go build -o bin/ ./cmd/...; or -bin DIR): %w", b, r.cfg.BinDir, err)
+		}
+	}
+	c, err := store.NormalizeDSN(r.cfg.MySQL.DSN)
+	if err != nil {
+		return nil, err
+	}
+	c.DBName = FleetDatabaseDefault
+	f := &fleet{r: r, dir: dir, dsn: c.FormatDSN()}
+	r.logf("own fleet: database %s, key prefix %s:, names %s.*; logs in %s", FleetDatabaseDefault, FleetPrefixDefault, FleetPrefixDefault, dir)
+	if err := dropDatabase(ctx, f.dsn); err != nil {
+		return nil, err
+	}
+	if err := store.CreateDatabase(ctx, f.dsn); err != nil {
+		return nil, err
+	}
+	mc := r.cfg.MySQL
+	mc.DSN = f.dsn
+	if r.db, err = store.OpenMySQL(mc); err != nil {
+		return nil, err
+	}
+	if _, err := store.Migrate(ctx, r.db); err != nil {
+		return f, err
+	}
+	tc := r.cfg.Topology
+	tc.Prefix = FleetPrefixDefault
+	if r.tp, err = topology.New(tc); err != nil {
+		return f, err
+	}
+	if err := declare(r.cfg.AMQPURL, r.tp); err != nil {
+		return f, fmt.Errorf("bench: declare the fleet's topology: %w", err)
+	}
+	rc := r.cfg.Redis
+	rc.KeyPrefix = FleetPrefixDefault + ":"
+	if f.redis, err = store.OpenRedis(rc); err != nil {
+		return f, err
+	}
+	r.rdb = f.redis
+	if err := wipeRedis(ctx, f.redis); err != nil {
+		return f, err
+	}
+	var secret [32]byte
+	_, _ = rand.Read(secret[:])
+	r.cfg.JWTSecret = []byte(hex.EncodeToString(secret[:]))
+	f.env = []string{
+		"MYSQL_DSN=" + f.dsn,
+		"REDIS_KEY_PREFIX=" + rc.KeyPrefix,
+		"RABBITMQ_NAME_PREFIX=" + FleetPrefixDefault,
+		"API_ADDR=127.0.0.1:0",
+		"API_JWT_SECRET=" + string(r.cfg.JWTSecret),
+		"WORKER_OPS_ADDR=127.0.0.1:0",
+		"LOG_FORMAT=json",
+	}
+	if r.cfg.Pprof {
+		f.env = append(f.env, "PPROF_ENABLED=true", "API_OPS_ADDR=127.0.0.1:0")
+	}
+	if f.api, err = startBinary(ctx, dir, filepath.Join(r.cfg.BinDir, "api"), "api", f.env); err != nil {
+		return f, err
+	}
+	f.url = "http://" + f.api.field("addr")
+	if err := f.startWorker(ctx, "all"); err != nil {
+		return f, err
+	}
+	r.logf("own fleet up: api at %s (pid %d), worker pid %d", f.url, f.api.pid(), f.worker.pid())
+	if r.cfg.Pprof {
+		r.logf("profiles: http://%s/debug/pprof/ (api), http://%s/debug/pprof/ (worker)", f.api.field("ops"), f.worker.field("ops"))
+	}
+	return f, nil
+}
+
+// startWorker starts the worker with -handlers handlers.
+func (f *fleet) startWorker(ctx context.Context, handlers string) error {
+	w, err := startBinary(ctx, f.dir, filepath.Join(f.r.cfg.BinDir, "worker"), "worker", f.env, "-handlers", handlers)
+	if err != nil {
+		return err
+	}
+	f.worker = w
+	if f.r.cfg.Pprof && handlers != "all" {
+		f.r.logf("worker restarted: profiles at http://%s/debug/pprof/", w.field("ops"))
+	}
+	return nil
+}
+
+// stopWorker stops the worker; its deliveries in flight go back to their queues.
+func (f *fleet) stopWorker() error {
+	if f.worker == nil {
+		return nil
+	}
+	err := f.worker.stop(time.Minute)
+	f.worker = nil
+	return err
+}
+
+func (f *fleet) processes() []process {
+	var out []process
+	if f.api != nil {
+		out = append(out, process{Name: "api", PID: f.api.pid()})
+	}
+	if f.worker != nil {
+		out = append(out, process{Name: "worker", PID: f.worker.pid()})
+	}
+	return out
+}
+
+// remove stops the fleet and, unless keep, deletes its queues, exchanges,
+// keys and database.
+func (f *fleet) remove(keep bool) error {
+	var errs []error
+	if f.api != nil {
+		errs = append(errs, f.api.stop(time.Minute))
+	}
+	errs = append(errs, f.stopWorker())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if f.r.db != nil {
+		errs = append(errs, store.CloseMySQL(f.r.db))
+		f.r.db = nil
+	}
+	if keep {
+		if f.redis != nil {
+			errs = append(errs, f.redis.Close())
+		}
+		return errors.Join(errs...)
+	}
+	if f.r.tp != nil {
+		errs = append(errs, undeclare(f.r.cfg.AMQPURL, f.r.tp))
+	}
+	if f.redis != nil {
+		errs = append(errs, wipeRedis(ctx, f.redis), f.redis.Close())
+	}
+	errs = append(errs, dropDatabase(ctx, f.dsn))
+	return errors.Join(errs...)
+}
+
+// dropDatabase drops the DSN's database if it exists.
+func dropDatabase(ctx context.Context, dsn string) error {
+	c, err := store.NormalizeDSN(dsn)
+	if err != nil {
+		return err
+	}
+	name := c.DBName
+	c.DBName = ""
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+strings.ReplaceAll(name, "`", "``")+"`"); err != nil {
+		return fmt.Errorf("bench: drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func declare(url string, tp *topology.Topology) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return tp.Declare(conn)
+}
+
+// undeclare deletes the topology's queues and exchanges.
+func undeclare(url string, tp *topology.Topology) error {
+	var queues []string
+	for _, q := range tp.Queues() {
+		queues = append(queues, q.Name)
+	}
+	err := deleteQueues(url, queues...)
+	conn, cerr := amqp.Dial(url)
+	if cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	defer conn.Close()
+	for _, ex := range tp.Exchanges() {
+		ch, cerr := conn.Channel()
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if derr := ch.ExchangeDelete(ex, false, false); derr == nil {
+			_ = ch.Close()
+		}
+	}
+	return err
+}
+
+// queueDepth is the number of messages ready in a queue.
+func queueDepth(conn *amqp.Connection, queue string) (int, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
+// waitQueuesEmpty waits until the billing and usage queues hold nothing ready.
+func (r *run) waitQueuesEmpty(ctx context.Context, timeout time.Duration) error {
+	conn, err := amqp.Dial(r.cfg.AMQPURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var queues []string
+	for _, name := range []string{topology.DomainAgentBilling, topology.DomainAgentUsageStats} {
+		if d, ok := r.tp.Domain(name); ok {
+			queues = append(queues, d.Queue)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		busy := ""
+		for _, q := range queues {
+			n, err := queueDepth(conn, q)
+			if err != nil {
+				return fmt.Errorf("bench: depth of %s: %w", q, err)
+			}
+			if n > 0 {
+				busy = fmt.Sprintf("%s holds %d", q, n)
+			}
+		}
+		if busy == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %s after %s", busy, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Issue 10's goals, checked on each run's own figures.
+const (
+	goalEndToEnd   = 0.15 // usage end to end ÷ raw RabbitMQ end to end
+	goalP99At32    = 50.0 // ms, usage API at 32 in flight
+	goalConsumer   = 0.30 // deduct consumer alone ÷ bare consumer
+	goalAPICPU     = 0.2  // ms of api CPU per request
+	goalRunSeconds = 300
+)
+
+func targets(rep *Report) []Target {
+	var out []Target
+	add := func(name string, v float64, goal string, met bool) {
+		out = append(out, Target{Name: name, Value: v, Goal: goal, Met: met})
+	}
+	if rep.EndToEnd.RatioToRaw > 0 {
+		add("usage end to end ÷ raw RabbitMQ end to end", rep.EndToEnd.RatioToRaw, fmt.Sprintf("≥ %.2f", goalEndToEnd), rep.EndToEnd.RatioToRaw >= goalEndToEnd)
+	}
+	for _, l := range rep.Usage {
+		if l.Mode == "closed" && l.InFlight == 32 {
+			add("usage API p99 at 32 in flight (ms)", l.P99ms, fmt.Sprintf("≤ %.0f", goalP99At32), l.P99ms <= goalP99At32)
+		}
+	}
+	if rep.Consumer.RatioToBare > 0 {
+		add("deduct consumer alone ÷ bare consumer (an ack each, as doc/money.md)", rep.Consumer.RatioToBare, fmt.Sprintf("≥ %.2f", goalConsumer), rep.Consumer.RatioToBare >= goalConsumer)
+	}
+	for _, c := range rep.EndToEnd.CPU {
+		if c.Process == "api" {
+			add("api CPU per request (ms)", c.MsPerRequest, fmt.Sprintf("≤ %.1f", goalAPICPU), c.MsPerRequest <= goalAPICPU)
+		}
+	}
+	add("bench run (s)", rep.Seconds, fmt.Sprintf("< %d", goalRunSeconds), rep.Seconds < goalRunSeconds)
+	return out
+}
+
+// WriteTable prints the report as tables: each Isle figure beside its
+// baseline, the CPU per request of each process, and the goals.
+func WriteTable(w io.Writer, rep *Report) error {
+	b := rep.Baselines
+	fmt.Fprintf(w, "Isle bench: %s, %d CPUs, %s, fleet %s, took %s\n\n", rep.Started.Format(time.RFC3339), rep.CPUs, rep.GoVersion,
+		rep.Fleet, (time.Duration(rep.Seconds * float64(time.Second))).Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tIsle\tbaseline\tratio")
+	fmt.Fprintln(tw, "------\t----\t--------\t-----")
+	fmt.Fprintf(tw, "raw RabbitMQ publish, confirm window %d\t\t%s msg/s\t\n", rawConfirmWindow, num(b.RawPublish.PerSecond))
+	fmt.Fprintf(tw, "raw RabbitMQ consume, prefetch %d, multi-ack\t\t%s msg/s\t\n", rawPrefetch, num(b.RawConsume.PerSecond))
+	fmt.Fprintf(tw, "raw RabbitMQ end to end (both at once)\t\t%s msg/s\t\n", num(b.RawEndToEnd.PerSecond))
+	fmt.Fprintf(tw, "Redis deduct.lua via go-redis, %d goroutines\t\t%s calls/s\t\n", redisGoroutines, num(b.RedisDeduct.PerSecond))
+	fmt.Fprintf(tw, "MySQL INSERT, %d rows per statement\t\t%s rows/s\t\n", mysqlBatchRows, num(b.MySQLBatch.PerSecond))
+	for _, l := range rep.Usage {
+		what := fmt.Sprintf("usage API, %d in flight", l.InFlight)
+		if l.Mode == "rate" {
+			what = fmt.Sprintf("usage API, fixed rate %s/s", num(l.TargetRPS))
+		}
+		fmt.Fprintf(tw, "%s\t%s req/s; p50 %.1f, p99 %.1f, p99.9 %.1f ms%s\t\t\n", what, num(l.RPS), l.P50ms, l.P99ms, l.P999ms, errorsNote(l.Errors))
+	}
+	e := rep.EndToEnd
+	fmt.Fprintf(tw, "usage end to end, %d in flight (first request to last ledger row)\t%s req/s%s\t%s msg/s raw end to end\t%.3f\n",
+		e.InFlight, num(e.PerSecond), errorsNote(e.Errors), num(b.RawEndToEnd.PerSecond), e.RatioToRaw)
+	c := rep.Consumer
+	if c.Skipped != "" {
+		fmt.Fprintf(tw, "deduct consumer alone\tskipped: %s\t\t\n", c.Skipped)
+	} else {
+		fmt.Fprintf(tw, "deduct consumer alone (worker -handlers agent-billing)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
+			num(c.PerSecond), num(b.BareConsumer.PerSecond), c.RatioToBare)
+		fmt.Fprintf(tw, "\t\t%s msg/s bare consumer, multi-ack\t%.3f\n", num(b.BareConsumerMultiAck.PerSecond), c.RatioToMulti)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(e.CPU) > 0 {
+		fmt.Fprintf(w, "\nCPU during the end-to-end phase (%s requests; until every message was handled)\n", num(float64(e.Requests)))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "process\tcores\tms CPU per request\tRSS MiB\tpeak RSS MiB\t")
+		for _, p := range e.CPU {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.3f\t%d\t%d\t\n", p.Process, p.Cores, p.MsPerRequest, p.RSSBytes>>20, p.PeakRSSBytes>>20)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if c.Skipped == "" && c.Messages > 0 {
+			fmt.Fprintf(w, "deduct consumer alone: worker %.3f ms CPU per message, peak RSS %d MiB\n", c.WorkerCPUms, c.WorkerPeakRSS>>20)
+		}
+	}
+	fmt.Fprintln(w, "\nGoals (issue 10), on this run's figures")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range rep.Targets {
+		met := "met"
+		if !t.Met {
+			met = "NOT met"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", t.Value), "0"), "."), t.Goal, met)
+	}
+	return tw.Flush()
+}
+
+func errorsNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d errors", n)
+}
+
+// num prints a rate with thousands separators and no decimals.
+func num(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
