@@ -46,11 +46,19 @@ func (w *LedgerWriter) ApplyDebit(ctx context.Context, d Debit) (DebitResult, er
 	return w.debits.Do(ctx, d)
 }
 
+// ApplyDebits applies debits exactly once, in as few shared transactions
+// as WriterBatchMax allows, and answers each on its own: a result, or the
+// error of the transaction it was in.
+func (w *LedgerWriter) ApplyDebits(ctx context.Context, ds []Debit) ([]DebitResult, []error) {
+	return w.debits.DoAll(ctx, ds)
+}
+
 // MarkSettled records that the Redis balance reflects the entries.
 func (w *LedgerWriter) MarkSettled(ctx context.Context, entries ...EntryKey) error {
-	for _, e := range entries {
-		if _, err := w.settled.Do(ctx, e); err != nil {
-			return err
+	_, errs := w.settled.DoAll(ctx, entries)
+	for _, err := range errs {
+		if err != nil {
+			return err // the others' are the same transaction's, or a later one's
 		}
 	}
 	return nil
@@ -80,6 +88,13 @@ func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
 // CountUsage counts u once and reports whether this call counted it.
 func (w *UsageWriter) CountUsage(ctx context.Context, u Usage) (bool, error) {
 	return w.usage.Do(ctx, u)
+}
+
+// CountUsages counts each usage once, in as few shared transactions as
+// WriterBatchMax allows, and reports of each whether this call counted it,
+// or the error of the transaction it was in.
+func (w *UsageWriter) CountUsages(ctx context.Context, us []Usage) ([]bool, []error) {
+	return w.usage.DoAll(ctx, us)
 }
 
 // Close finishes the transactions under way and stops taking calls.

@@ -25,7 +25,8 @@ type Batcher[Q, R any] struct {
 	Observe func(n int)
 	flush   func(ctx context.Context, qs []Q) ([]R, error)
 	max     int
-	in      chan call[Q, R]
+	in      chan []call[Q, R] // one caller's calls: one for Do, all of them for DoAll
+	carry   []call[Q, R]      // calls taken from in that the last batch had no room for; loop only
 	stop    chan struct{}
 	exited  chan struct{}
 	once    sync.Once
@@ -47,7 +48,7 @@ type result[R any] struct {
 // New starts a batcher of at most max items per flush. flush must
 // return one R per Q, in order, or an error for all of them.
 func New[Q, R any](max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
-	b := &Batcher[Q, R]{flush: flush, max: max, in: make(chan call[Q, R], max), stop: make(chan struct{}), exited: make(chan struct{})}
+	b := &Batcher[Q, R]{flush: flush, max: max, in: make(chan []call[Q, R], max), stop: make(chan struct{}), exited: make(chan struct{})}
 	go b.loop()
 	return b
 }
@@ -55,26 +56,64 @@ func New[Q, R any](max int, flush func(ctx context.Context, qs []Q) ([]R, error)
 // Do queues q and waits for its batch's result, or ctx.
 func (b *Batcher[Q, R]) Do(ctx context.Context, q Q) (R, error) {
 	c := call[Q, R]{q: q, out: make(chan result[R], 1)}
-	var zero R
-	select {
-	case b.in <- c:
-	case <-b.stop:
-		return zero, ErrBatcherClosed
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	if err := b.enqueue(ctx, []call[Q, R]{c}); err != nil {
+		var zero R
+		return zero, err
+	}
+	res := b.wait(ctx, c)
+	return res.r, res.err
+}
+
+// DoAll queues every q at once, so that they go in as few flushes as max
+// allows (sharing them with other callers'), and waits for their results:
+// one R or one error per q, in order. If ctx ends before they are queued,
+// each gets ctx's error.
+func (b *Batcher[Q, R]) DoAll(ctx context.Context, qs []Q) ([]R, []error) {
+	rs, errs := make([]R, len(qs)), make([]error, len(qs))
+	calls := make([]call[Q, R], len(qs))
+	for i, q := range qs {
+		calls[i] = call[Q, R]{q: q, out: make(chan result[R], 1)}
+	}
+	if err := b.enqueue(ctx, calls); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return rs, errs
+	}
+	for i, c := range calls {
+		res := b.wait(ctx, c)
+		rs[i], errs[i] = res.r, res.err
+	}
+	return rs, errs
+}
+
+func (b *Batcher[Q, R]) enqueue(ctx context.Context, cs []call[Q, R]) error {
+	if err := ctx.Err(); err != nil {
+		return err // a select would pick a free slot as readily as the end
 	}
 	select {
+	case b.in <- cs:
+		return nil
+	case <-b.stop:
+		return ErrBatcherClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *Batcher[Q, R]) wait(ctx context.Context, c call[Q, R]) result[R] {
+	select {
 	case res := <-c.out:
-		return res.r, res.err
+		return res
 	case <-b.exited:
 		select {
 		case res := <-c.out:
-			return res.r, res.err
+			return res
 		default:
-			return zero, ErrBatcherClosed
+			return result[R]{err: ErrBatcherClosed}
 		}
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		return result[R]{err: ctx.Err()}
 	}
 }
 
@@ -86,23 +125,24 @@ func (b *Batcher[Q, R]) Close() {
 
 func (b *Batcher[Q, R]) loop() {
 	defer close(b.exited)
-	batch := make([]call[Q, R], 0, b.max)
 	for {
-		select {
-		case c := <-b.in:
-			batch = append(batch[:0], c)
-		case <-b.stop:
-			b.drain()
-			return
+		if len(b.carry) == 0 {
+			select {
+			case cs := <-b.in:
+				b.carry = cs
+			case <-b.stop:
+				b.drain()
+				return
+			}
 		}
-		b.run(b.fill(batch))
+		b.run(b.fill())
 	}
 }
 
 // drain runs what was queued before Close.
 func (b *Batcher[Q, R]) drain() {
 	for {
-		batch := b.fill(make([]call[Q, R], 0, b.max))
+		batch := b.fill()
 		if len(batch) == 0 {
 			return
 		}
@@ -110,18 +150,27 @@ func (b *Batcher[Q, R]) drain() {
 	}
 }
 
-// fill adds the calls already queued to batch, up to max, without waiting
-// for more: a batch goes as soon as the queue is empty.
-func (b *Batcher[Q, R]) fill(batch []call[Q, R]) []call[Q, R] {
-	for len(batch) < b.max {
-		select {
-		case c := <-b.in:
-			batch = append(batch, c)
-		default:
+// fill takes the next batch: the calls carried over, then those already
+// queued, up to max, without waiting for more (a batch goes as soon as the
+// queue is empty). What does not fit is carried to the next batch.
+func (b *Batcher[Q, R]) fill() []call[Q, R] {
+	batch := make([]call[Q, R], 0, b.max)
+	for {
+		if len(b.carry) == 0 {
+			select {
+			case cs := <-b.in:
+				b.carry = cs
+			default:
+				return batch
+			}
+		}
+		n := min(len(b.carry), b.max-len(batch))
+		batch = append(batch, b.carry[:n]...)
+		b.carry = b.carry[n:]
+		if len(batch) == b.max {
 			return batch
 		}
 	}
-	return batch
 }
 
 func (b *Batcher[Q, R]) run(batch []call[Q, R]) {

@@ -56,3 +56,44 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 	_, err := b.Do(context.Background(), "late")
 	require.ErrorIs(t, err, groupcommit.ErrBatcherClosed)
 }
+
+// DoAll sends many items in as few flushes as max allows, sharing them with
+// other callers', and answers each item on its own.
+func TestDoAllFillsFlushesAndAnswersEachItem(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var sizes []int
+	b := groupcommit.New(4, func(ctx context.Context, qs []int) ([]int, error) {
+		for _, q := range qs {
+			if q < 0 {
+				return nil, errors.New("negative")
+			}
+		}
+		out := make([]int, len(qs))
+		for i, q := range qs {
+			out[i] = q * 2
+		}
+		return out, nil
+	})
+	defer b.Close()
+	b.Observe = func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }
+	rs, errs := b.DoAll(context.Background(), []int{1, 2, 3, -4, 5, 6, 7, 8, 9, 10})
+	require.Equal(t, []int{2, 4, 6, 0, 10, 12, 14, 16, 18, 20}, rs)
+	for i, err := range errs {
+		if i == 3 {
+			require.Error(t, err)
+			continue
+		}
+		require.NoError(t, err, "item %d failed with the bad one", i)
+	}
+	// Queued as one, they fill whole flushes; the flush with the bad item
+	// goes again one by one.
+	require.Equal(t, []int{4, 1, 1, 1, 1, 4, 2}, sizes)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, errs = b.DoAll(ctx, []int{1, 2})
+	for _, err := range errs {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+}
