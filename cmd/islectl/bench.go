@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/internal/bench"
@@ -29,6 +31,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	raw := fs.Int("raw", bench.RawMessagesDefault, "messages of each raw RabbitMQ baseline")
 	phase := fs.Duration("phase", bench.PhaseDefault, "length of each timed load phase")
 	inflight := fs.Int("e2e-inflight", bench.E2EInFlightDefault, "requests in flight in the end-to-end phase")
+	phases := fs.String("phases", strings.Join(bench.Phases, ","), "the phases to run, comma-separated; a ratio needs its baseline's phase")
 	if pos, err := parseFlags(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
@@ -40,6 +43,13 @@ func runBench(ctx context.Context, e env, args []string) error {
 	case *phase < 100*time.Millisecond || *phase > 10*time.Minute, *inflight < 1 || *inflight > 4096:
 		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
 	}
+	var only []string
+	for _, p := range strings.Split(*phases, ",") {
+		if p = strings.TrimSpace(p); !slices.Contains(bench.Phases, p) {
+			return usagef("bench: -phases: no phase %q; the phases are %s", p, strings.Join(bench.Phases, ", "))
+		}
+		only = append(only, p)
+	}
 	if *short {
 		*requests, *raw, *phase = max(100, *requests/10), max(100, *raw/10), max(100*time.Millisecond, *phase/5)
 	}
@@ -50,7 +60,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	bc := bench.Config{
 		MySQL: cfg.MySQL, Redis: cfg.Redis.RedisConfig, AMQPURL: cfg.AMQP.URL, Topology: cfg.AMQP.Topology,
 		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
-		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Progress: e.progress,
+		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Phases: only, Progress: e.progress,
 	}
 	if *url != "" {
 		if bc.JWTSecret, err = cfg.JWT.Key(); err != nil {

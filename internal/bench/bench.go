@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,8 +62,13 @@ type Config struct {
 	Requests    int           // requests of the end-to-end phase, and messages of the consumer phase
 	Phase       time.Duration // length of each timed load phase
 	E2EInFlight int           // requests in flight in the end-to-end phase
+	Phases      []string      // the phases to run, of Phases; nil for all
 	Progress    io.Writer     // progress lines; nil for none
 }
+
+// Phases are the bench's phases, in the order they run. A run of some of
+// them (-phases) compares against the baselines only if it runs them.
+var Phases = []string{"baselines", "usage", "e2e", "consumer"}
 
 // Rate is a count over a time.
 type Rate struct {
@@ -289,16 +295,18 @@ func (r *run) tearDown() error {
 
 // measure runs the phases in order.
 func (r *run) measure(ctx context.Context) error {
-	if err := r.baselines(ctx); err != nil {
-		return err
+	for _, p := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"consumer", r.consumerAlone}} {
+		if len(r.cfg.Phases) > 0 && !slices.Contains(r.cfg.Phases, p.name) {
+			continue
+		}
+		if err := p.run(ctx); err != nil {
+			return err
+		}
 	}
-	if err := r.usagePhases(ctx); err != nil {
-		return err
-	}
-	if err := r.endToEnd(ctx); err != nil {
-		return err
-	}
-	return r.consumerAlone(ctx)
+	return nil
 }
 
 // queue names the baselines' own queue.
