@@ -14,9 +14,10 @@ import (
 )
 
 // Ledger applies debits to MySQL exactly once and records entries whose
-// Redis side is done (store.LedgerWriter, group-committed).
+// Redis side is done (store.LedgerWriter, group-committed): each debit gets
+// its result, or the error of the transaction it was in.
 type Ledger interface {
-	ApplyDebit(ctx context.Context, d store.Debit) (store.DebitResult, error)
+	ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.DebitResult, []error)
 	MarkSettled(ctx context.Context, entries ...store.EntryKey) error
 }
 
@@ -49,71 +50,137 @@ func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDedu
 }
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
-func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewBillingDeduct(d.Ledger, store.NewBalances(d.DB, d.Redis), log).Handle)
+func billingDeductConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	return messaging.TypedBatch(NewBillingDeduct(d.Ledger, store.NewBalances(d.DB, d.Redis), log).HandleBatch)
 }
 
-// Handle applies one deduction.
+// Handle applies one deduction (HandleBatch of one); the delivery, for its
+// message id, comes from ctx.
 func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
-	amount, err := m.Amount()
-	if err != nil {
-		return messaging.Permanent(err)
-	}
-	id, fromIsle := m.DeductionID, m.DeductionID != ""
-	if !fromIsle {
-		// A producer without deduction ids (the Java backend): a key stable
-		// across redeliveries, from the message id or the body's hash.
-		d, _ := messaging.DeliveryFrom(ctx)
-		id = fitKey("msg:"+d.MessageID, 128)
-	}
-	res, err := h.ledger.ApplyDebit(ctx, store.Debit{
-		Username: m.Username, ID: id, Amount: amount, ModelName: m.ModelName,
-		InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: h.now(), Source: "consumer",
-		SelfSettled: !fromIsle, // the producer's own script keeps its Redis balance
-		Ref:         m.PendingRef, RequestHash: m.RequestHash,
-	})
-	if err != nil {
-		return fmt.Errorf("apply deduction %s of %s: %w", id, m.Username, err) // retried
-	}
-	if res.Err != nil {
-		return messaging.Permanent(fmt.Errorf("deduction %s: %w", id, res.Err))
-	}
-	if res.Shortfall.IsPositive() {
-		h.log.WarnContext(ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", id, "shortfall", res.Shortfall)
-	}
-	entry := store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: id,
-		Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall), Ref: res.Ref, RequestHash: res.RequestHash}
-	if res.Settled {
-		if !fromIsle {
-			return nil
+	d, _ := messaging.DeliveryFrom(ctx)
+	return h.HandleBatch(ctx, []messaging.Item[topology.AgentBillingDeduct]{{Delivery: d, Msg: m}})[0]
+}
+
+// deduction is one item of a batch on its way through HandleBatch.
+type deduction struct {
+	at       int // its index in the batch
+	ctx      context.Context
+	id       string
+	fromIsle bool
+	entry    store.SettleEntry
+}
+
+// HandleBatch applies a batch of deductions together: their ledger rows in
+// one transaction (shared with other batches in flight), their Redis side
+// in one pipeline, their settled marks in one update. Each item gets its
+// own answer: a failure of one never fails the others.
+func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentBillingDeduct]) []error {
+	errs := make([]error, len(items))
+	var todo []deduction
+	var debits []store.Debit
+	now := h.now()
+	for i, it := range items {
+		m := it.Msg
+		amount, err := m.Amount()
+		if err != nil {
+			errs[i] = messaging.Permanent(err)
+			continue
 		}
-		// Applied and settled before (a redelivery, the reconciler, or a
-		// second charge of the id): a pending record of the id may be left.
-		h.resettle(ctx, entry)
-		return nil
+		dd := deduction{at: i, ctx: messaging.WithDelivery(ctx, it.Delivery), id: m.DeductionID, fromIsle: m.DeductionID != ""}
+		if !dd.fromIsle {
+			// A producer without deduction ids (the Java backend): a key stable
+			// across redeliveries, from the message id or the body's hash.
+			dd.id = fitKey("msg:"+it.Delivery.MessageID, 128)
+		}
+		todo = append(todo, dd)
+		debits = append(debits, store.Debit{
+			Username: m.Username, ID: dd.id, Amount: amount, ModelName: m.ModelName,
+			InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: now, Source: "consumer",
+			SelfSettled: !dd.fromIsle, // the producer's own script keeps its Redis balance
+			Ref:         m.PendingRef, RequestHash: m.RequestHash,
+		})
 	}
-	// Applied now, or applied before by a process that died before the Redis
-	// side: settle it (idempotent), then record that in MySQL. A failure is
-	// retried; the ledger row stays as it is.
-	settled, err := h.balance.Settle(ctx, entry)
-	if err == nil {
-		err = settled[0].Err
+	if len(todo) == 0 {
+		return errs
 	}
-	if err != nil {
-		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", id, err)
+	results, applyErrs := h.ledger.ApplyDebits(ctx, debits)
+	var settle []deduction
+	settling := map[store.EntryKey]bool{} // a deduction twice in a batch is settled once
+	for j, dd := range todo {
+		m, res := items[dd.at].Msg, results[j]
+		switch {
+		case applyErrs[j] != nil:
+			errs[dd.at] = fmt.Errorf("apply deduction %s of %s: %w", dd.id, m.Username, applyErrs[j]) // retried
+			continue
+		case res.Err != nil:
+			errs[dd.at] = messaging.Permanent(fmt.Errorf("deduction %s: %w", dd.id, res.Err))
+			continue
+		}
+		if res.Shortfall.IsPositive() {
+			h.log.WarnContext(dd.ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", dd.id, "shortfall", res.Shortfall)
+		}
+		dd.entry = store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: dd.id,
+			Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall), Ref: res.Ref, RequestHash: res.RequestHash}
+		if res.Settled {
+			// Applied and settled before (a redelivery, the reconciler, or a
+			// second charge of the id): a pending record of the id may be left.
+			if dd.fromIsle {
+				h.resettle(dd.ctx, dd.entry)
+			}
+			continue
+		}
+		// Applied now, or applied before by a process that died before the
+		// Redis side: settle it (idempotent), then record that in MySQL. A
+		// failure is retried; the ledger row stays as it is.
+		if !settling[dd.entry.Key()] {
+			settling[dd.entry.Key()] = true
+			settle = append(settle, dd)
+		}
 	}
-	if settled[0].Outcome == store.SettleRefunded {
-		h.log.WarnContext(ctx, "request id charged again after Redis forgot it; the second charge is refunded",
-			"user", m.Username, "deduction", id, "refunded", settled[0].Refunded)
+	if len(settle) == 0 {
+		return errs
 	}
-	if settled[0].Uncovered.IsPositive() {
-		h.log.WarnContext(ctx, "deduction landed after a Redis loss on a balance already spent; the part it could not take is forgiven (balance-sync records an ADJUST)",
-			"user", m.Username, "deduction", id, "uncovered", settled[0].Uncovered)
+	entries := make([]store.SettleEntry, len(settle))
+	for k, dd := range settle {
+		entries[k] = dd.entry
 	}
-	if err := h.ledger.MarkSettled(ctx, store.EntryKey{Username: m.Username, Kind: store.LedgerDeduct, EntryID: id}); err != nil {
-		return fmt.Errorf("deduction %s settled, recording it: %w", id, err)
+	settled, err := h.balance.Settle(ctx, entries...)
+	var marked []deduction
+	for k, dd := range settle {
+		e := err
+		if e == nil {
+			e = settled[k].Err
+		}
+		if e != nil {
+			errs[dd.at] = fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", dd.id, e)
+			continue
+		}
+		h.warnSettled(dd, settled[k])
+		marked = append(marked, dd)
 	}
-	return nil
+	keys := make([]store.EntryKey, len(marked))
+	for k, dd := range marked {
+		keys[k] = dd.entry.Key()
+	}
+	if err := h.ledger.MarkSettled(ctx, keys...); err != nil {
+		for _, dd := range marked {
+			errs[dd.at] = fmt.Errorf("deduction %s settled, recording it: %w", dd.id, err)
+		}
+	}
+	return errs
+}
+
+// warnSettled logs what settling a deduction found out of the ordinary.
+func (h *BillingDeduct) warnSettled(dd deduction, r store.SettleResult) {
+	e := dd.entry
+	if r.Outcome == store.SettleRefunded {
+		h.log.WarnContext(dd.ctx, "request id charged again after Redis forgot it; the second charge is refunded",
+			"user", e.Username, "deduction", dd.id, "refunded", r.Refunded)
+	}
+	if r.Uncovered.IsPositive() {
+		h.log.WarnContext(dd.ctx, "deduction landed after a Redis loss on a balance already spent; the part it could not take is forgiven (balance-sync records an ADJUST)",
+			"user", e.Username, "deduction", dd.id, "uncovered", r.Uncovered)
+	}
 }
 
 // resettle clears or refunds a pending record of an entry settled before.

@@ -23,18 +23,27 @@ type fakeLedger struct {
 	rows    map[[2]string]store.DebitResult
 	settled map[[2]string]bool
 	fail    error
-	unknown bool // every user is unknown (a permanent refusal)
+	unknown bool   // every user is unknown (a permanent refusal)
+	missing string // this user is unknown
 }
 
 func newFakeLedger() *fakeLedger {
 	return &fakeLedger{rows: map[[2]string]store.DebitResult{}, settled: map[[2]string]bool{}}
 }
 
-func (l *fakeLedger) ApplyDebit(_ context.Context, d store.Debit) (store.DebitResult, error) {
+func (l *fakeLedger) ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.DebitResult, []error) {
+	rs, errs := make([]store.DebitResult, len(ds)), make([]error, len(ds))
+	for i, d := range ds {
+		rs[i], errs[i] = l.apply(d)
+	}
+	return rs, errs
+}
+
+func (l *fakeLedger) apply(d store.Debit) (store.DebitResult, error) {
 	if l.fail != nil {
 		return store.DebitResult{}, l.fail
 	}
-	if l.unknown {
+	if l.unknown || d.Username == l.missing {
 		return store.DebitResult{Err: store.ErrUnknownUser}, nil
 	}
 	k := [2]string{d.Username, d.ID}
@@ -57,9 +66,11 @@ func (l *fakeLedger) MarkSettled(_ context.Context, entries ...store.EntryKey) e
 // fakeBalance records what the consumer asked of the hot balance.
 type fakeBalance struct {
 	settled, resettled []string
+	calls              int
 }
 
 func (b *fakeBalance) Settle(_ context.Context, entries ...store.SettleEntry) ([]store.SettleResult, error) {
+	b.calls++
 	out := make([]store.SettleResult, len(entries))
 	for i, e := range entries {
 		b.settled = append(b.settled, e.EntryID)
@@ -119,4 +130,30 @@ func TestBillingDeductRetriesOrDeadLetters(t *testing.T) {
 	bad.AmountFen = "-1"
 	err = handlers.NewBillingDeduct(newFakeLedger(), &fakeBalance{}, quiet).Handle(context.Background(), bad)
 	require.True(t, messaging.IsPermanent(err), "a bad amount goes to the DLQ")
+}
+
+// A batch is applied together (one Settle call for all it applied) and
+// each item answered on its own: one that can never apply does not hold
+// back the others.
+func TestBillingDeductBatchAnswersEachItem(t *testing.T) {
+	t.Parallel()
+	l, b := newFakeLedger(), &fakeBalance{}
+	l.missing = "ghost"
+	h := handlers.NewBillingDeduct(l, b, quiet)
+	item := func(id, user, amount string) messaging.Item[topology.AgentBillingDeduct] {
+		return messaging.Item[topology.AgentBillingDeduct]{Delivery: messaging.Delivery{MessageID: "m-" + id},
+			Msg: topology.AgentBillingDeduct{DeductionID: id, Username: user, AmountFen: amount, ModelName: "m"}}
+	}
+	errs := h.HandleBatch(context.Background(), []messaging.Item[topology.AgentBillingDeduct]{
+		item("a", "u", "1"), item("b", "ghost", "1"), item("c", "u", "-1"), item("d", "v", "2"), item("a", "u", "1"),
+	})
+	require.NoError(t, errs[0])
+	require.True(t, messaging.IsPermanent(errs[1]), "unknown user: %v", errs[1])
+	require.True(t, messaging.IsPermanent(errs[2]), "bad amount: %v", errs[2])
+	require.NoError(t, errs[3])
+	require.NoError(t, errs[4], "the same deduction twice in a batch applies once")
+	require.Len(t, l.rows, 2)
+	require.Equal(t, 1, b.calls, "one Settle pipeline for the batch")
+	require.ElementsMatch(t, []string{"a", "d"}, b.settled)
+	require.True(t, l.settled[[2]string{"u", "a"}] && l.settled[[2]string{"v", "d"}], "both marked settled")
 }

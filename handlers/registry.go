@@ -20,17 +20,21 @@ type Deps struct {
 	Log    *slog.Logger // each consumer logs with handler=<its name>
 }
 
-// A Consumer builds the handler of one domain's main queue.
+// A Consumer builds the handler of one domain's main queue. One that
+// groups its writes (one transaction, one pipeline for many deliveries) says
+// Batches, and the worker hands it batches; the others get one delivery at
+// a time (messaging.Each).
 type Consumer struct {
-	Domain string
-	New    func(d Deps, log *slog.Logger) messaging.HandlerFunc
+	Domain  string
+	New     func(d Deps, log *slog.Logger) messaging.BatchHandlerFunc
+	Batches bool
 }
 
 // Consumers is every main-queue consumer Isle runs: a new one is a file in
 // this package and one line here.
 var Consumers = []Consumer{
-	{topology.DomainAgentBilling, billingDeductConsumer},
-	{topology.DomainAgentUsageStats, usageStatsConsumer},
+	{topology.DomainAgentBilling, billingDeductConsumer, true},
+	{topology.DomainAgentUsageStats, usageStatsConsumer, true},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
@@ -47,10 +51,11 @@ var NotConsumed = map[string]string{
 // A Route is a consumer ready to run: what the worker's -handlers names
 // ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).
 type Route struct {
-	Name   string
-	Domain topology.Domain
-	DLQ    bool // the domain's dead-letter queue, which stores dead messages
-	Handle messaging.HandlerFunc
+	Name    string
+	Domain  topology.Domain
+	DLQ     bool // the domain's dead-letter queue, which stores dead messages
+	Batches bool // Handle takes batches
+	Handle  messaging.BatchHandlerFunc
 }
 
 // Routes builds every consumer of tp: the main consumer of each domain in
@@ -62,12 +67,12 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 		if !ok {
 			panic("handlers: Consumers names a domain the topology lacks: " + c.Domain) // a wiring bug stops start-up
 		}
-		out = append(out, Route{Name: c.Domain, Domain: dom, Handle: c.New(d, d.Log.With("handler", c.Domain))})
+		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, Handle: c.New(d, d.Log.With("handler", c.Domain))})
 	}
 	for _, dom := range tp.Domains() {
 		if dom.HasRetry() {
 			name := dom.Name + "-dlq"
-			out = append(out, Route{Name: name, Domain: dom, DLQ: true, Handle: NewDeadLetters(d.DB, dom, d.Log.With("handler", name)).Handle})
+			out = append(out, Route{Name: name, Domain: dom, DLQ: true, Handle: messaging.Each(NewDeadLetters(d.DB, dom, d.Log.With("handler", name)).Handle)})
 		}
 	}
 	return out

@@ -12,9 +12,10 @@ import (
 )
 
 // UsageCounter counts usages once in MySQL (store.UsageWriter,
-// group-committed) and reports whether this call counted it.
+// group-committed) and reports of each whether this call counted it, or the
+// error of the transaction it was in.
 type UsageCounter interface {
-	CountUsage(ctx context.Context, u store.Usage) (bool, error)
+	CountUsages(ctx context.Context, us []store.Usage) ([]bool, []error)
 }
 
 // UsageHashes adds usages to the Redis per-model hashes.
@@ -41,31 +42,55 @@ func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats 
 }
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
-func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewUsageStats(d.Usage, store.NewUsageStats(d.DB, d.Redis), log).Handle)
+func usageStatsConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	return messaging.TypedBatch(NewUsageStats(d.Usage, store.NewUsageStats(d.DB, d.Redis), log).HandleBatch)
 }
 
-// Handle counts one usage, on the day (UTC+8) it is handled.
+// Handle counts one usage (HandleBatch of one); the delivery, for its
+// message id, comes from ctx.
 func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) error {
-	id := m.RequestID
-	if id == "" {
-		d, _ := messaging.DeliveryFrom(ctx)
-		id = fitKey("msg:"+d.MessageID, 255)
+	d, _ := messaging.DeliveryFrom(ctx)
+	return h.HandleBatch(ctx, []messaging.Item[topology.AgentUsageStats]{{Delivery: d, Msg: m}})[0]
+}
+
+// HandleBatch counts a batch of usages, on the day (UTC+8) they are
+// handled: once each in MySQL (shared transactions), then the ones counted
+// now in the Redis hashes, in one pipeline.
+func (h *UsageStats) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentUsageStats]) []error {
+	day := h.now().In(topology.UTC8)
+	us := make([]store.Usage, len(items))
+	for i, it := range items {
+		m := it.Msg
+		id := m.RequestID
+		if id == "" {
+			id = fitKey("msg:"+it.Delivery.MessageID, 255)
+		}
+		us[i] = store.Usage{
+			RequestID: id, Model: m.ModelName, Day: day,
+			InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
+			ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
+		}
 	}
-	u := store.Usage{
-		RequestID: id, Model: m.ModelName, Day: h.now().In(topology.UTC8),
-		InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
-		ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
+	counted, countErrs := h.counter.CountUsages(ctx, us)
+	errs := make([]error, len(items))
+	var incr []store.Usage
+	var at []int
+	for i, err := range countErrs {
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("count usage %s: %w", us[i].RequestID, err)
+		case counted[i]:
+			incr = append(incr, us[i])
+			at = append(at, i)
+		}
 	}
-	counted, err := h.counter.CountUsage(ctx, u)
-	if err != nil {
-		return fmt.Errorf("count usage %s: %w", id, err)
+	if len(incr) == 0 {
+		return errs
 	}
-	if !counted {
-		return nil
+	if err := h.hashes.IncrUsage(ctx, incr); err != nil {
+		for k, i := range at {
+			errs[i] = fmt.Errorf("usage %s counted in MySQL, not in Redis: %w", incr[k].RequestID, err)
+		}
 	}
-	if err := h.hashes.IncrUsage(ctx, []store.Usage{u}); err != nil {
-		return fmt.Errorf("usage %s counted in MySQL, not in Redis: %w", id, err)
-	}
-	return nil
+	return errs
 }

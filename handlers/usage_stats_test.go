@@ -18,15 +18,17 @@ type fakeUsage struct {
 	hashd []string
 }
 
-func (u *fakeUsage) CountUsage(_ context.Context, us store.Usage) (bool, error) {
-	if u.fail != nil {
-		return false, u.fail
+func (u *fakeUsage) CountUsages(_ context.Context, us []store.Usage) ([]bool, []error) {
+	counted, errs := make([]bool, len(us)), make([]error, len(us))
+	for i, x := range us {
+		switch {
+		case u.fail != nil:
+			errs[i] = u.fail
+		case !u.seen[x.RequestID]:
+			u.seen[x.RequestID], counted[i] = true, true
+		}
 	}
-	if u.seen[us.RequestID] {
-		return false, nil
-	}
-	u.seen[us.RequestID] = true
-	return true, nil
+	return counted, errs
 }
 
 func (u *fakeUsage) IncrUsage(_ context.Context, us []store.Usage) error {

@@ -42,6 +42,8 @@ func (w *writers) close() {
 // routes returns every route the worker can run, by handler name
 // (handlers.Routes): the main consumer of each domain the registry has, and
 // each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
+// The consumers that take batches get up to WORKER_BATCH deliveries a call,
+// with a prefetch that keeps the next batch at hand.
 func routes(deps *app.Deps, flow *messaging.Flow, w *writers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
 	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log}
 	out := map[string]messaging.Route{}
@@ -50,7 +52,11 @@ func routes(deps *app.Deps, flow *messaging.Flow, w *writers, cfg config.WorkerS
 			out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.DLQ, Concurrency: 1, Handle: flow.DLQ(r.Domain, r.Handle)}
 			continue
 		}
-		out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], Handle: flow.Main(r.Domain, r.Handle)}
+		route := messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], Handle: flow.Main(r.Domain, r.Handle)}
+		if r.Batches {
+			route.Batch = cfg.Batch
+		}
+		out[r.Name] = route
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 	var seen []messaging.Delivery
 	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL()}, log)
 	require.NoError(t, err)
-	c.Add(messaging.Route{Name: "main", Queue: dom.Queue, Handle: flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+	c.Add(messaging.Route{Name: "main", Queue: dom.Queue, Handle: flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
 		mu.Lock()
 		seen = append(seen, d)
 		mu.Unlock()
@@ -50,8 +50,8 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 			return errors.New("ledger unavailable")
 		}
 		return nil
-	})})
-	c.Add(messaging.Route{Name: "dlq", Queue: dom.DLQ, Handle: flow.DLQ(dom, handlers.NewDeadLetters(db, dom, log).Handle)})
+	}))})
+	c.Add(messaging.Route{Name: "dlq", Queue: dom.DLQ, Handle: flow.DLQ(dom, messaging.Each(handlers.NewDeadLetters(db, dom, log).Handle))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)

@@ -58,18 +58,18 @@ func setupWholePrefetch(t *testing.T, log *slog.Logger, prefetch int) *wholeBund
 	flow := messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
 	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: prefetch}, log)
 	require.NoError(t, err)
-	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, func(_ context.Context, d messaging.Delivery) error {
+	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, messaging.Each(func(_ context.Context, d messaging.Delivery) error {
 		b.seen <- d
 		if !b.healthy.Load() {
 			return messaging.Permanent(errors.New("refused"))
 		}
 		return nil
-	})})
+	}))})
 	store := handlers.NewDeadLetters(b.db, b.dom, log)
-	c.Add(messaging.Route{Name: "dlq", Queue: b.dom.DLQ, Handle: flow.DLQ(b.dom, func(ctx context.Context, d messaging.Delivery) error {
+	c.Add(messaging.Route{Name: "dlq", Queue: b.dom.DLQ, Handle: flow.DLQ(b.dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
 		b.dead.Store(&d)
 		return store.Handle(ctx, d)
-	})})
+	}))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()

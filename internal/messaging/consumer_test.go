@@ -2,13 +2,16 @@ package messaging_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -22,7 +25,7 @@ func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
 	calls := newCounter()
 	b.run(t, messaging.ConsumerConfig{Prefetch: 100}, messaging.Route{
 		Name: dom.Name, Queue: dom.Queue, Concurrency: 4,
-		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error { calls.see(d); return nil }),
+		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error { calls.see(d); return nil })),
 	})
 	const total, workers = 1000, 32
 	var wg sync.WaitGroup
@@ -61,7 +64,7 @@ func TestShutdownDrainsInFlightAndLosesNothing(t *testing.T) {
 	var finished atomic.Int32
 	stop := b.run(t, messaging.ConsumerConfig{Prefetch: 10, ShutdownTimeout: 10 * time.Second}, messaging.Route{
 		Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
 			started <- d.MessageID
 			select {
 			case <-release:
@@ -70,7 +73,7 @@ func TestShutdownDrainsInFlightAndLosesNothing(t *testing.T) {
 			}
 			finished.Add(1)
 			return nil
-		}),
+		})),
 	})
 	for i := range 5 {
 		require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: fmt.Sprint("m-", i)}))
@@ -101,11 +104,11 @@ func TestShutdownTimeoutRequeues(t *testing.T) {
 	started := make(chan struct{}, 1)
 	stop := b.run(t, messaging.ConsumerConfig{ShutdownTimeout: 300 * time.Millisecond}, messaging.Route{
 		Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
 			started <- struct{}{}
 			<-ctx.Done() // a handler stuck on a slow dependency
 			return ctx.Err()
-		}),
+		})),
 	})
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-slow"}))
 	<-started
@@ -121,7 +124,7 @@ func TestNoGoroutineLeaksAfterShutdown(t *testing.T) {
 	dom := b.domain(t, topology.DomainEmail)
 	before := goleak.IgnoreCurrent()
 	stop := b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue, Concurrency: 3,
-		Handle: b.flow.Main(dom, func(context.Context, messaging.Delivery) error { return nil })})
+		Handle: b.flow.Main(dom, messaging.Each(func(context.Context, messaging.Delivery) error { return nil }))})
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody)}))
 	require.NoError(t, stop())
 	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("time.Sleep"))
@@ -172,4 +175,89 @@ func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
 	}
 	require.Len(t, seen, 2)
 	require.Empty(t, b.deadLetters(t, dom), "nothing dead-lettered")
+}
+
+// A batching route gets what its channel holds in batches of up to Batch,
+// and each delivery is settled on its own merits: the done ones acked (one
+// multiple ack when the whole batch is), the failed ones through the retry
+// queue, nothing twice, nothing left.
+func TestBatchRouteTakesBatchesAndSettlesEachDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainAgentBilling)
+	const total = 600
+	for i := range total {
+		require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{
+			RoutingKey: dom.RoutingKey, MessageID: fmt.Sprintf("m-%03d", i), Body: []byte(`{"username":"u","amountFen":"1","modelName":"m"}`),
+		}))
+	}
+	calls := newCounter()
+	var mu sync.Mutex
+	largest := 0
+	b.run(t, messaging.ConsumerConfig{}, messaging.Route{
+		Name: dom.Name, Queue: dom.Queue, Concurrency: 2, Batch: 50,
+		Handle: b.flow.Main(dom, func(ctx context.Context, ds []messaging.Delivery) []error {
+			mu.Lock()
+			largest = max(largest, len(ds))
+			mu.Unlock()
+			errs := make([]error, len(ds))
+			for i, d := range ds {
+				// Every tenth fails its first attempt: it comes back from the retry queue.
+				if calls.see(d) == 1 && strings.HasSuffix(d.MessageID, "7") {
+					errs[i] = errors.New("first attempt refused")
+				}
+			}
+			return errs
+		}),
+	})
+	require.Eventually(t, func() bool { m, c := calls.total(); return m == total && c == total+total/10 }, 30*time.Second, poll)
+	time.Sleep(3 * retryDelay)
+	messages, handled := calls.total()
+	require.Equal(t, total, messages)
+	require.Equal(t, total+total/10, handled, "each once, the failed ones twice")
+	require.Equal(t, 1, calls.get("m-001"))
+	require.Equal(t, 2, calls.get("m-017"))
+	mu.Lock()
+	require.Greater(t, largest, 1, "a queue that holds many is taken in batches")
+	require.LessOrEqual(t, largest, 50)
+	mu.Unlock()
+	require.Zero(t, b.depth(t, dom.Queue)+b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ), "everything acked")
+}
+
+// A consumer whose connection is cut consumes again by itself; what was in
+// flight is redelivered, so every message is handled at least once and
+// none is lost.
+func TestConsumerResumesAfterConnectionCuts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainAgentUsageStats)
+	proxy := storetest.NewProxy(t, "127.0.0.1:5672")
+	calls := newCounter()
+	c, err := messaging.NewConsumer(messaging.ConsumerConfig{
+		URL: strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1), Name: t.Name(),
+	}, b.log)
+	require.NoError(t, err)
+	c.Add(messaging.Route{Name: dom.Name, Queue: dom.Queue, Concurrency: 2, Batch: 20,
+		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
+			calls.see(d)
+			time.Sleep(time.Millisecond)
+			return nil
+		}))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-c.Running()
+	sent := 0
+	for cut := range 3 {
+		for range 200 {
+			require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, MessageID: fmt.Sprintf("m-%04d", sent), Body: []byte(`{"modelName":"m"}`)}))
+			sent++
+		}
+		proxy.Cut()
+		t.Logf("cut %d after %d messages", cut+1, sent)
+	}
+	require.Eventually(t, func() bool { m, _ := calls.total(); return m == sent }, 30*time.Second, poll, "every message handled after the cuts")
+	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 0 }, 10*time.Second, poll, "and acked")
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -1,14 +1,15 @@
 package messaging
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
-	"strconv"
-	"strings"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/internal/correlation"
-	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Delivery is one message as a handler sees it.
@@ -20,37 +21,53 @@ type Delivery struct {
 	RoutingKey  string            // the routing key it was published with
 	Body        []byte            // the JSON body, untouched
 	Headers     map[string]string // every AMQP header, rendered as text
-	HeadersJSON string            // the headers as JSON, types kept where JSON has them
+	HeadersJSON string            // the headers as JSON, types kept where JSON has them (DLQ routes only)
 	Retry       int               // the domain's retry header, parsed defensively
 	Priority    uint8
+
+	table amqp.Table // the headers as they came
 }
 
-func newDelivery(msg *message.Message, d topology.Domain, queue string) Delivery {
+// deliveryOf is a delivery of queue as handlers see it. A delivery without
+// a message_id gets one derived from its body (or a watermill producer's
+// uuid header), so it is stable across redeliveries.
+func deliveryOf(d amqp.Delivery, queue string) Delivery {
 	dl := Delivery{
-		MessageID:   msg.UUID,
-		TypeID:      msg.Metadata.Get(HeaderTypeID),
-		Queue:       queue,
-		RoutingKey:  msg.Metadata.Get(metaRoutingKey),
-		Body:        msg.Payload,
-		HeadersJSON: msg.Metadata.Get(metaHeadersJSON),
-		Headers:     make(map[string]string, len(msg.Metadata)),
+		MessageID:  d.MessageId,
+		Queue:      queue,
+		RoutingKey: d.RoutingKey,
+		Body:       d.Body,
+		Headers:    make(map[string]string, len(d.Headers)),
+		Priority:   d.Priority,
+		table:      d.Headers,
 	}
-	for k, v := range msg.Metadata {
-		if !strings.HasPrefix(k, metaPrefix) {
-			dl.Headers[k] = v
+	for k, v := range d.Headers {
+		dl.Headers[k] = headerString(v)
+	}
+	dl.TypeID = dl.Headers[HeaderTypeID]
+	dl.TraceID = cmp.Or(dl.Headers[HeaderTraceID], d.CorrelationId)
+	if dl.MessageID == "" {
+		if h := dl.Headers["_watermill_message_uuid"]; h != "" {
+			dl.MessageID = h
+		} else {
+			sum := sha256.Sum256(d.Body)
+			dl.MessageID = "sha256:" + hex.EncodeToString(sum[:16])
 		}
 	}
-	dl.TraceID = dl.Headers[HeaderTraceID]
-	if dl.TraceID == "" {
-		dl.TraceID = msg.Metadata.Get(metaCorrelation)
-	}
-	if d.RetryHeader != "" {
-		dl.Retry = ParseRetry(dl.Headers[d.RetryHeader])
-	}
-	if p, err := strconv.ParseUint(msg.Metadata.Get(metaPriority), 10, 8); err == nil {
-		dl.Priority = uint8(p)
-	}
 	return dl
+}
+
+// headersJSON is the delivery's headers as JSON, AMQP types kept where JSON
+// has them ("{}" for none): what a DLQ table keeps.
+func (d Delivery) headersJSON() string {
+	if len(d.table) == 0 {
+		return "{}"
+	}
+	raw, err := json.Marshal(jsonable(d.table))
+	if err != nil {
+		return "{}"
+	}
+	return string(raw)
 }
 
 // copyHeaders returns the headers a copy of d starts from: all of them. The

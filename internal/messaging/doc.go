@@ -1,17 +1,20 @@
-// Package messaging moves every message of the fleet, over watermill,
-// watermill-amqp v3 (consuming) and amqp091-go (publishing), around the
-// traps of those libraries (doc/messaging.md):
+// Package messaging moves every message of the fleet, on amqp091-go, around
+// the traps of the client libraries (doc/messaging.md):
 //
 //   - Publisher: Isle's own, on amqp091-go: confirmed, persistent publishes
 //     pipelined on a few confirm channels, each bounded by a timeout, routed
 //     by the topology (exchange and routing key per message), with content
 //     type, __TypeId__ and priority set; it reconnects by itself after a
 //     connection loss, and Ping says whether it can publish now.
-//   - Marshaler: accepts every AMQP header type (x-death arrays, longs,
-//     timestamps, tables), so no delivery is ever rejected before a handler;
-//     it refuses only the empty phantom a cancelled consumer reads.
-//   - Consumer: N handlers per queue, prefetch from configuration, and a
-//     shutdown that stops taking deliveries and lets those in flight finish.
+//   - Consumer: Isle's own too: N channels per queue, each handing its
+//     deliveries to the route's handler one at a time, or, for a batching
+//     consumer, a batch at a time (what the channel holds, never waiting
+//     for more) settled with one multiple ack; every AMQP header type
+//     (x-death arrays, longs, timestamps, tables) is accepted, so no delivery
+//     is rejected before a handler; it reconnects by itself, and its
+//     shutdown stops taking deliveries and lets those in flight finish.
+//   - Watermill: the publisher also serves as a watermill message.Publisher
+//     (the Marshaler maps watermill metadata to AMQP properties and headers).
 //   - Flow: the Spring backend's retry pattern — a failed message is copied to the
 //     retry routing key with its retry header + 1 and lastError, confirmed,
 //     then acked; at the maximum, or when it cannot be decoded, it goes to

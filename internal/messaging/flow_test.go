@@ -207,7 +207,7 @@ func TestDomainWithoutRetryAcksFailures(t *testing.T) {
 	dom := b.domain(t, topology.DomainAgentUsageStats)
 	calls := newCounter()
 	b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, jsonHandler(calls, func(int) error { return errors.New("db down") }))})
+		Handle: b.flow.Main(dom, messaging.Each(jsonHandler(calls, func(int) error { return errors.New("db down") })))})
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(`{"modelName":"m"}`), MessageID: "m-usage"}))
 	require.Eventually(t, func() bool { return calls.get("m-usage") == 1 }, 5*time.Second, poll, "not handled")
 	time.Sleep(300 * time.Millisecond)

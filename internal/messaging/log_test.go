@@ -59,13 +59,13 @@ func TestLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	flow := messaging.NewFlow(messaging.FlowConfig{}, b.pub, b.metrics, log)
 	calls := newCounter()
 	b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue,
-		Handle: flow.Main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		Handle: flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
 			if calls.see(d) == 1 {
 				panic("first call")
 			}
 			log.InfoContext(ctx, "inside the handler", "n", 1)
 			return nil
-		})})
+		}))})
 
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{
 		RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-traced", TraceID: "trace-7",

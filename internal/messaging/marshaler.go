@@ -1,10 +1,6 @@
 package messaging
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -17,26 +13,20 @@ import (
 // Jackson converter only decodes bodies whose type says json.
 const ContentType = "application/json"
 
-// Marshaler maps watermill messages to AMQP publishings and back.
-//
-// Publishing: metadata becomes string headers, except the _amqp.* keys,
-// which set properties, and the headers no copy may carry (the broker's death
-// headers, watermill's own), which are dropped here for every publish. The
-// integer headers (the domains' retry counts) are sent as int32 as a Spring
-// producer sends them. Every message is persistent, application/json, with
-// the watermill UUID as message_id.
-//
-// Consuming accepts every real delivery: every header, whatever its AMQP
-// type, is rendered as text into the metadata, and the original table is
-// kept as JSON for the DLQ tables. A delivery without a message_id gets one
-// derived from its body, so it is stable across redeliveries. The one
-// refusal is ErrPhantomDelivery (see there).
+// Marshaler maps watermill messages to AMQP publishings: metadata becomes
+// string headers, except the _amqp.* keys, which set properties, and the
+// headers no copy may carry (the broker's death headers, watermill's own),
+// which are dropped here for every publish. The integer headers (the
+// domains' retry counts) are sent as int32 as a Spring producer sends them.
+// Every message is persistent, application/json, with the watermill UUID as
+// message_id. (Consuming builds a Delivery from the AMQP delivery itself:
+// deliveryOf.)
 type Marshaler struct {
 	// IntHeaders are sent as int32 when their value is numeric.
 	IntHeaders map[string]bool
 }
 
-// Marshal implements the watermill-amqp Marshaler.
+// Marshal returns the publishing of msg.
 func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 	headers := make(amqp.Table, len(msg.Metadata))
 	for k, v := range msg.Metadata {
@@ -68,43 +58,4 @@ func (m Marshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 		p.Priority = uint8(pr)
 	}
 	return p, nil
-}
-
-// ErrPhantomDelivery is Unmarshal's answer to a zero amqp.Delivery: the
-// value a consumer reads from its closed delivery channel when the broker
-// cancelled it (queue deleted, quorum leader change) or its channel closed.
-// watermill-amqp v3.0.2 unmarshals whatever it reads; refusing here keeps
-// the phantom from every handler. watermill-amqp then fails to nack it (it
-// has no channel to nack on), stops that subscription and subscribes again,
-// every 100 ms until the queue is back; no real delivery is touched.
-var ErrPhantomDelivery = errors.New("messaging: not a delivery (the broker cancelled the consumer or its channel closed)")
-
-// Unmarshal implements the watermill-amqp Marshaler. It fails only with
-// ErrPhantomDelivery: a real delivery always has its channel as Acknowledger.
-func (m Marshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
-	if d.Acknowledger == nil {
-		return nil, ErrPhantomDelivery
-	}
-	id := d.MessageId
-	if id == "" {
-		if h, ok := d.Headers["_watermill_message_uuid"].(string); ok && h != "" {
-			id = h
-		} else {
-			sum := sha256.Sum256(d.Body)
-			id = "sha256:" + hex.EncodeToString(sum[:16])
-		}
-	}
-	msg := message.NewMessage(id, d.Body)
-	for k, v := range d.Headers {
-		msg.Metadata.Set(k, headerString(v))
-	}
-	if raw, err := json.Marshal(jsonable(d.Headers)); err == nil {
-		msg.Metadata.Set(metaHeadersJSON, string(raw))
-	}
-	msg.Metadata.Set(metaRoutingKey, d.RoutingKey)
-	msg.Metadata.Set(metaPriority, strconv.Itoa(int(d.Priority)))
-	if d.CorrelationId != "" {
-		msg.Metadata.Set(metaCorrelation, d.CorrelationId)
-	}
-	return msg, nil
 }

@@ -21,6 +21,7 @@ const (
 // records nothing.
 type Metrics struct {
 	messages       *prometheus.CounterVec
+	batchSizes     *prometheus.HistogramVec
 	handlerSeconds *prometheus.HistogramVec
 	publishes      *prometheus.CounterVec
 	publishSeconds *prometheus.HistogramVec
@@ -33,9 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "isle_messages_total",
 			Help: "Deliveries handled, by domain and outcome (ok, retried, dead, failed, requeued, stored).",
 		}, []string{"domain", "outcome"}),
+		batchSizes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "isle_handler_batch_size",
+			Help:    "Deliveries per handler call, by domain (1 but for the batching consumers).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}, []string{"domain"}),
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "isle_handler_duration_seconds",
-			Help:    "Time a handler took for one delivery, by domain.",
+			Help:    "Time a delivery spent in its handler (its batch's time, for the batching consumers), by domain.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}, []string{"domain"}),
 		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -48,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 12),
 		}, []string{"exchange"}),
 	}
-	reg.MustRegister(m.messages, m.handlerSeconds, m.publishes, m.publishSeconds)
+	reg.MustRegister(m.messages, m.batchSizes, m.handlerSeconds, m.publishes, m.publishSeconds)
 	return m
 }
 
@@ -58,6 +64,25 @@ func (m *Metrics) handled(domain, outcome string, took time.Duration) {
 	}
 	m.messages.WithLabelValues(domain, outcome).Inc()
 	m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
+}
+
+func (m *Metrics) batch(domain string, n int) {
+	if m == nil {
+		return
+	}
+	m.batchSizes.WithLabelValues(domain).Observe(float64(n))
+}
+
+// handledN counts n deliveries of one outcome that took took together.
+func (m *Metrics) handledN(domain, outcome string, n int, took time.Duration) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.messages.WithLabelValues(domain, outcome).Add(float64(n))
+	h := m.handlerSeconds.WithLabelValues(domain)
+	for range n {
+		h.Observe(took.Seconds())
+	}
 }
 
 func (m *Metrics) published(exchange, routingKey string, err error, took time.Duration) {

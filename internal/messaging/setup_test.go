@@ -112,8 +112,8 @@ func (b *testBundle) run(t *testing.T, cfg messaging.ConsumerConfig, routes ...m
 // DLQ consumer storing dead messages in MySQL.
 func (b *testBundle) mainAndDLQ(dom topology.Domain, h messaging.HandlerFunc) []messaging.Route {
 	return []messaging.Route{
-		{Name: dom.Name, Queue: dom.Queue, Handle: b.flow.Main(dom, h)},
-		{Name: dom.Name + "-dlq", Queue: dom.DLQ, Handle: b.flow.DLQ(dom, handlers.NewDeadLetters(b.db, dom, b.log).Handle)},
+		{Name: dom.Name, Queue: dom.Queue, Handle: b.flow.Main(dom, messaging.Each(h))},
+		{Name: dom.Name + "-dlq", Queue: dom.DLQ, Handle: b.flow.DLQ(dom, messaging.Each(handlers.NewDeadLetters(b.db, dom, b.log).Handle))},
 	}
 }
 

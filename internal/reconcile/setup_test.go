@@ -39,15 +39,20 @@ type money struct {
 	sync     *reconcile.BalanceSync
 }
 
-// directLedger applies each debit in its own transaction (no batcher).
+// directLedger applies each call's debits in a transaction of their own
+// (no batcher).
 type directLedger struct{ db *gorm.DB }
 
-func (l directLedger) ApplyDebit(ctx context.Context, d store.Debit) (store.DebitResult, error) {
-	res, err := store.NewLedger(l.db).ApplyDebits(ctx, []store.Debit{d})
+func (l directLedger) ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.DebitResult, []error) {
+	res, err := store.NewLedger(l.db).ApplyDebits(ctx, ds)
+	errs := make([]error, len(ds))
 	if err != nil {
-		return store.DebitResult{}, err
+		res = make([]store.DebitResult, len(ds))
+		for i := range errs {
+			errs[i] = err
+		}
 	}
-	return res[0], nil
+	return res, errs
 }
 
 func (l directLedger) MarkSettled(ctx context.Context, entries ...store.EntryKey) error {

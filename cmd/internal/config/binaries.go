@@ -90,7 +90,8 @@ type Worker struct {
 type WorkerSection struct {
 	OpsAddr            string
 	Prefetch           int
-	Concurrency        map[string]int // handlers per queue, by domain; every domain is present
+	Batch              int            // most deliveries per call of a batching consumer
+	Concurrency        map[string]int // channels per queue, by domain; every domain is present
 	HandlerTimeout     time.Duration
 	ShutdownTimeout    time.Duration
 	SourceFetchTimeout time.Duration
@@ -98,8 +99,11 @@ type WorkerSection struct {
 
 func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
-		OpsAddr:  l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090")),
-		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535, "Unacknowledged deliveries each handler's channel may hold (AMQP prefetch)."),
+		OpsAddr: l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090")),
+		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535,
+			"Unacknowledged deliveries each consuming channel may hold (AMQP prefetch); a batching consumer's channel holds at least two batches."),
+		Batch: l.Int("WORKER_BATCH", store.WriterBatchMax, 1, 1000,
+			"Most deliveries a batching consumer (agent-billing, agent-usage-stats) handles in one call: one MySQL transaction, one Redis pipeline and one multiple ack for all of them. It takes what its channel holds, never waiting for more."),
 		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
 			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
 		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", messaging.ShutdownTimeoutDefault, time.Second, 10*time.Minute,
@@ -108,16 +112,13 @@ func loadWorker(l *loader) WorkerSection {
 			"Timeout of one source download by the replication consumer, in ms."),
 		Concurrency: map[string]int{},
 	}
-	def := l.Int("WORKER_CONCURRENCY", 4, 1, 256, "Handlers consuming each main queue in parallel, each on its own channel.")
+	def := l.Int("WORKER_CONCURRENCY", 4, 1, 256,
+		"Channels consuming each main queue in parallel; each hands its deliveries to its handler one at a time, or a batch at a time for a batching consumer.")
 	for _, d := range topology.DomainNames() {
 		w.Concurrency[d] = def
 	}
-	// The group-committing consumers share MySQL transactions among their
-	// handlers in flight: measured here (e2e TestDeductConsumerThroughput),
-	// deductions drain 4.5x faster with 16 handlers than with one, 6.5x
-	// with 32, 7.8x with 64, and little more beyond.
-	for _, item := range l.List("WORKER_CONCURRENCY_BY_DOMAIN", []string{"agent-billing=64", "agent-usage-stats=32"},
-		"Per-domain overrides of WORKER_CONCURRENCY, comma-separated domain=N (setting it replaces the default list). The default gives the consumers that group MySQL writes into shared transactions enough handlers to fill them.") {
+	for _, item := range l.List("WORKER_CONCURRENCY_BY_DOMAIN", nil,
+		"Per-domain overrides of WORKER_CONCURRENCY, comma-separated domain=N (e.g. email=16).") {
 		name, val, ok := cutEq(item)
 		n, err := strconv.Atoi(val)
 		if _, known := w.Concurrency[name]; !ok || !known || err != nil || n < 1 || n > 256 {
