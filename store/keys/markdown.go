@@ -53,13 +53,15 @@ limits, locks, the leader lease) are never deleted by a cleanup.
 	return b.Bytes()
 }
 
-// shortDuration prints 168h0m0s as 168h, 5m0s as 5m.
+// shortDuration prints 168h0m0s as 168h, 30m0s as 30m, 1h30m0s as 1h30m;
+// 10s stays 10s.
 func shortDuration(d time.Duration) string {
 	s := d.String()
-	for _, z := range []string{"0s", "0m"} {
-		if strings.HasSuffix(s, z) && len(s) > len(z) {
-			s = strings.TrimSuffix(s, z)
-		}
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }
