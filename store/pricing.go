@@ -19,6 +19,8 @@ import (
 // ErrUnknownModel is returned for a model without an enabled pricing row.
 var ErrUnknownModel = errors.New("store: no pricing for this model")
 
+func unknownModel(model string) error { return fmt.Errorf("%w: %s", ErrUnknownModel, model) }
+
 // Pricing is what one model costs, in fen per million tokens.
 type Pricing struct {
 	Model       string          `json:"modelName"`
@@ -64,7 +66,7 @@ func (ps *Prices) Get(ctx context.Context, model string) (Pricing, error) {
 	c := r.Client(keys.DBAgentPricing)
 	if raw, err := c.Get(ctx, key).Result(); err == nil && !strings.HasPrefix(raw, fencePrefix) {
 		if raw == missingPricing {
-			return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
+			return Pricing{}, unknownModel(model)
 		}
 		var p Pricing
 		if json.Unmarshal([]byte(raw), &p) == nil {
@@ -84,7 +86,7 @@ func (ps *Prices) Get(ctx context.Context, model string) (Pricing, error) {
 			version = row.UpdatedAt.UnixMicro()
 		}
 		_ = cacheFillScript.Run(ctx, c, []string{key}, missingPricing, version, missingPricingTTL.Milliseconds()).Err()
-		return Pricing{}, fmt.Errorf("%w: %s", ErrUnknownModel, model)
+		return Pricing{}, unknownModel(model)
 	}
 	p := Pricing{Model: row.ModelName, Input: row.InputFenPerMTok, CachedInput: row.CachedInputFenPerMTok,
 		Output: row.OutputFenPerMTok, Reasoning: row.ReasoningFenPerMTok, Enabled: row.Enabled}
@@ -94,9 +96,10 @@ func (ps *Prices) Get(ctx context.Context, model string) (Pricing, error) {
 	return p, nil
 }
 
-// Set writes a model's pricing row and fences its cached copy: the next
-// request reads the new price, and a request that read the old row just
-// before cannot cache it again.
+// Set writes a model's pricing row, fences its cached copy — a request
+// that read the old row just before cannot cache it again — and announces
+// the change on agent:pricing-changes, so the API processes' in-process
+// copies (PriceCache) are dropped at once.
 func (ps *Prices) Set(ctx context.Context, p Pricing) error {
 	db, r := ps.db, ps.r
 	for _, v := range []decimal.Decimal{p.Input, p.CachedInput, p.Output, p.Reasoning} {
@@ -120,8 +123,13 @@ func (ps *Prices) Set(ctx context.Context, p Pricing) error {
 		return fmt.Errorf("store: set pricing of %s: %w", p.Model, err)
 	}
 	fence := fencePrefix + strconv.FormatInt(version.UnixMicro(), 10)
-	if err := r.Client(keys.DBAgentPricing).Set(ctx, r.Keys().AgentPricing(p.Model), fence, fenceTTL).Err(); err != nil {
+	c := r.Client(keys.DBAgentPricing)
+	if err := c.Set(ctx, r.Keys().AgentPricing(p.Model), fence, fenceTTL).Err(); err != nil {
 		return fmt.Errorf("store: drop cached pricing of %s (it expires within %s): %w", p.Model, keys.PricingCacheTTL, err)
+	}
+	if err := c.Publish(ctx, r.Keys().AgentPricingChanges(), p.Model).Err(); err != nil {
+		return fmt.Errorf("store: pricing of %s is set; announcing it failed, so API processes may charge the old price for up to %s: %w",
+			p.Model, LocalPriceTTL, err)
 	}
 	return nil
 }

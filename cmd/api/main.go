@@ -50,12 +50,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer pub.Close()
+	charges := billing.New(deps.DB, deps.Redis)
+	go charges.WatchPrices(ctx, log)
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg,
-		Billing: billing.New(deps.DB, deps.Redis),
+		Billing: charges,
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/eisland/isle/store"
@@ -50,15 +51,21 @@ func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, microFen int64) {
 
 // Service charges requests.
 type Service struct {
-	prices   *store.Prices
+	prices   *store.PriceCache
 	balances *store.Balances
 	now      func() time.Time
 }
 
 // New returns a Service over the prices and the hot balances of db and rdb.
+// Its prices are read from Redis (or MySQL) each time until WatchPrices
+// runs, and from memory while it does.
 func New(db *gorm.DB, rdb *store.Redis) *Service {
-	return &Service{prices: store.NewPrices(db, rdb), balances: store.NewBalances(db, rdb), now: time.Now}
+	return &Service{prices: store.NewPriceCache(store.NewPrices(db, rdb)), balances: store.NewBalances(db, rdb), now: time.Now}
 }
+
+// WatchPrices keeps prices in memory, dropped as soon as a change is
+// announced (store.PriceCache), until ctx ends.
+func (s *Service) WatchPrices(ctx context.Context, log *slog.Logger) { s.prices.Watch(ctx, log) }
 
 // Request is one usage to charge.
 type Request struct {

@@ -69,6 +69,7 @@ var (
 	AgentUsage          = family("agent:usage:{modelName}", DBAgentPricing, 0, false)
 	AgentUsageModels    = family("agent:usage:__models__", DBAgentPricing, 0, false)
 	AgentPricing        = family("agent:pricing:{modelName}", DBAgentPricing, PricingCacheTTL, true)
+	AgentPricingChanges = family("agent:pricing-changes", DBAgentPricing, 0, false) // Isle's own: a pub/sub channel, nothing is stored
 	HighScore           = family("mg:score:high:{gameId}:{userId}", DBMiniGame, HighScoreTTL, true)
 	Leaderboard         = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
 	UserMeta            = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
@@ -111,6 +112,11 @@ func (b Builder) AgentSettled(username, kind, entryID string) string {
 
 // AgentPricing is the cache-aside copy of a model's pricing row.
 func (b Builder) AgentPricing(model string) string { return b.Key(AgentPricing, model) }
+
+// AgentPricingChanges is the pub/sub channel a pricing change is announced
+// on (the model's name), so the API drops its in-process copy at once.
+// Pub/sub channels span a server's databases; the prefix keeps fleets apart.
+func (b Builder) AgentPricingChanges() string { return b.Key(AgentPricingChanges) }
 
 // AgentUsage is the per-model usage hash.
 func (b Builder) AgentUsage(model string) string { return b.Key(AgentUsage, model) }
