@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -61,10 +62,24 @@ type claims struct {
 type authenticator struct {
 	secret []byte
 	parser *jwt.Parser
+	leeway time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	valid map[string]verified // tokens verified before, until they expire
 }
 
+// verified is a token that passed parse, and until when it stays valid.
+type verified struct {
+	p     Principal
+	until time.Time
+}
+
+// verifiedMax bounds the verified tokens kept; a full cache starts over.
+const verifiedMax = 10_000
+
 func newAuthenticator(secret []byte, leeway time.Duration, now func() time.Time) *authenticator {
-	return &authenticator{secret: secret, parser: jwt.NewParser(
+	return &authenticator{secret: secret, leeway: leeway, now: now, valid: map[string]verified{}, parser: jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), // "none", RS256 and the rest are refused
 		jwt.WithLeeway(leeway),
 		jwt.WithExpirationRequired(),
@@ -72,23 +87,47 @@ func newAuthenticator(secret []byte, leeway time.Duration, now func() time.Time)
 	)}
 }
 
-// parse checks a bearer token and returns its principal.
-func (a *authenticator) parse(token string) (Principal, error) {
+// check returns a bearer token's principal: from the tokens verified
+// before while they have not expired (a service sends the same token with
+// every request, and its signature and claims do not change), else parse's.
+func (a *authenticator) check(token string) (Principal, error) {
+	now := a.now()
+	a.mu.Lock()
+	v, ok := a.valid[token]
+	a.mu.Unlock()
+	if ok && now.Before(v.until) {
+		return v.p, nil
+	}
+	p, exp, err := a.parse(token)
+	if err != nil {
+		return p, err
+	}
+	a.mu.Lock()
+	if len(a.valid) >= verifiedMax {
+		clear(a.valid)
+	}
+	a.valid[token] = verified{p: p, until: exp.Add(a.leeway)}
+	a.mu.Unlock()
+	return p, nil
+}
+
+// parse checks a bearer token and returns its principal and expiry.
+func (a *authenticator) parse(token string) (Principal, time.Time, error) {
 	var c claims
 	_, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil })
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return Principal{}, errors.New("token expired")
+		return Principal{}, time.Time{}, errors.New("token expired")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-		return Principal{}, errors.New("token signature is not valid")
+		return Principal{}, time.Time{}, errors.New("token signature is not valid")
 	case err != nil:
-		return Principal{}, fmt.Errorf("token is not valid: %s", strings.TrimPrefix(err.Error(), "token has invalid claims: "))
+		return Principal{}, time.Time{}, fmt.Errorf("token is not valid: %s", strings.TrimPrefix(err.Error(), "token has invalid claims: "))
 	case c.Subject == "" || len(c.Subject) > 64:
-		return Principal{}, errors.New("token has no valid sub")
+		return Principal{}, time.Time{}, errors.New("token has no valid sub")
 	case !slices.Contains(Roles, c.Role):
-		return Principal{}, fmt.Errorf("token role %q is not one of %s", c.Role, roleList())
+		return Principal{}, time.Time{}, fmt.Errorf("token role %q is not one of %s", c.Role, roleList())
 	}
-	return Principal{Subject: c.Subject, Role: c.Role}, nil
+	return Principal{Subject: c.Subject, Role: c.Role}, c.ExpiresAt.Time, nil
 }
 
 // MintToken signs an HS256 token for sub with role, valid for ttl from now.
@@ -121,7 +160,7 @@ func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) 
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return Principal{}, Errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token")
 	}
-	p, err := s.auth.parse(strings.TrimSpace(token))
+	p, err := s.auth.check(strings.TrimSpace(token))
 	if err != nil {
 		return Principal{}, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%v", err)
 	}
