@@ -163,7 +163,7 @@ func (c *Consumer) connect(ctx context.Context) (*consumerSession, error) {
 				return nil, err
 			}
 			raw = nc
-			return nc, nil
+			return coalesce(nc), nil
 		},
 	})
 	if err != nil {

@@ -171,7 +171,7 @@ func (l *link) connect(first bool) (*session, error) {
 			// Close aborts a handshake or declaration the broker does not answer.
 			stopDial = context.AfterFunc(l.ctx, func() { _ = c.Close() })
 			raw = c
-			return c, nil
+			return coalesce(c), nil
 		},
 	})
 	if stopDial != nil {
