@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 	}, httpapi.Deps{
-		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg,
+		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
 		Billing: charges,
 	})
 	if err != nil {

@@ -21,5 +21,10 @@ func (s *Server) routes() []Route {
 		// Agent billing (agent.go).
 		{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: agentUsageMaxBody, Handle: s.agentUsage},
 		{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance},
+
+		// Identity verification (identity.go).
+		{Method: http.MethodPost, Path: "/v1/identity/verifications/{certifyId}/result", Roles: []Role{RoleService},
+			MaxBody: identityResultMaxBody, Handle: s.identityResult},
+		{Method: http.MethodGet, Path: "/v1/identity/status", Roles: []Role{RoleUser}, Handle: s.identityStatus},
 	}
 }

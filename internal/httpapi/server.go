@@ -9,6 +9,7 @@ import (
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
@@ -37,6 +38,7 @@ type Deps struct {
 	Redis     *store.Redis
 	Publisher *messaging.Publisher // nil: every publish is a 503
 	Billing   Billing              // the agent endpoints' pricing and deduction
+	Topology  *topology.Topology   // the domains messages written to the outbox go to
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now

@@ -73,7 +73,8 @@ func setup(t *testing.T, o options) *testBundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod},
-		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg})
+		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
+			Topology: tp})
 	require.NoError(t, err)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})
