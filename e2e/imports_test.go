@@ -61,6 +61,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/sqltx":       {},
 		"internal/lease":       {},
 		"internal/ratelimit":   {},
+		"internal/objstore":    {},
 		"store":                {"store/keys", "internal/groupcommit", "internal/sqltx"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
