@@ -50,14 +50,19 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer pub.Close()
+	stores, err := app.OpenStores(cfg.Objects)
+	if err != nil {
+		return err
+	}
 	charges := billing.New(deps.DB, deps.Redis)
 	go charges.WatchPrices(ctx, log)
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
+		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
-		Billing: charges,
+		Billing: charges, Objects: stores.Source,
 	})
 	if err != nil {
 		return err

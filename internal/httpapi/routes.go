@@ -1,6 +1,10 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/eisland/isle/internal/objstore"
+)
 
 // agentUsageMaxBody bounds a charge's body: one small JSON record.
 const agentUsageMaxBody = 16 << 10
@@ -21,6 +25,11 @@ func (s *Server) routes() []Route {
 		// Agent billing (agent.go).
 		{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: agentUsageMaxBody, Handle: s.agentUsage},
 		{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance},
+
+		// Objects (objects.go).
+		{Method: http.MethodPost, Path: "/v1/objects", Roles: []Role{RoleUser}, Limits: s.uploadLimits(),
+			MaxBody: objstore.MaxSizeDefault, Handle: s.uploadObject},
+		{Method: http.MethodGet, Path: "/v1/objects/{id}", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.getObject},
 
 		// Identity verification (identity.go).
 		{Method: http.MethodPost, Path: "/v1/identity/verifications/{certifyId}/result", Roles: []Role{RoleService},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/objstore"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/go-chi/chi/v5"
@@ -29,6 +30,9 @@ type Config struct {
 	TrustProxy   bool          // take the client IP from X-Forwarded-For
 
 	BanCheckInterval time.Duration // how often WatchBans compares Redis's ban list with MySQL's
+
+	AvatarMaxBytes    int64 // largest avatar upload
+	WallpaperMaxBytes int64 // largest wallpaper upload
 }
 
 // Deps are the services the platform and its endpoints use. cmd/api builds
@@ -39,6 +43,7 @@ type Deps struct {
 	Publisher *messaging.Publisher // nil: every publish is a 503
 	Billing   Billing              // the agent endpoints' pricing and deduction
 	Topology  *topology.Topology   // the domains messages written to the outbox go to
+	Objects   objstore.Store       // the source store uploads go to; nil: uploads are a 503
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now
@@ -81,6 +86,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
 	cfg.JWTLeeway = cmp.Or(cfg.JWTLeeway, JWTLeewayDefault)
 	cfg.BanCheckInterval = cmp.Or(cfg.BanCheckInterval, BanCheckIntervalDefault)
+	cfg.AvatarMaxBytes = cmp.Or(cfg.AvatarMaxBytes, AvatarMaxBytesDefault)
+	cfg.WallpaperMaxBytes = cmp.Or(cfg.WallpaperMaxBytes, WallpaperMaxBytesDefault)
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/objstore"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -36,6 +37,9 @@ type testBundle struct {
 	reg   *prometheus.Registry
 	log   *slog.Logger // the server's: as cmd/api's, it adds the correlation ids
 	now   time.Time
+
+	objects objstore.Store // the source store, a directory
+	objDir  string
 }
 
 type options struct {
@@ -44,6 +48,8 @@ type options struct {
 	routes    []httpapi.Route
 	maxBody   int64
 	logOut    io.Writer // where the server logs, as JSON; default: nowhere
+	avatarMax int64     // largest avatar; default: the API's
+	wallMax   int64     // largest wallpaper; default: the API's
 }
 
 // setup serves the platform (and extra routes) over real services.
@@ -72,9 +78,13 @@ func setup(t *testing.T, o options) *testBundle {
 	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: amqpURL, Timeout: 500 * time.Millisecond}, tp, nil, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
-	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod},
+	b.objDir = t.TempDir()
+	b.objects, err = objstore.Open("file://"+b.objDir, objstore.Options{})
+	require.NoError(t, err)
+	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod, AvatarMaxBytes: o.avatarMax,
+		WallpaperMaxBytes: o.wallMax},
 		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
-			Topology: tp})
+			Topology: tp, Objects: b.objects})
 	require.NoError(t, err)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})

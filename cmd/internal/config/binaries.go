@@ -21,12 +21,13 @@ func load[T any](lookupEnv func(string) (string, bool), f func(*loader) T) (T, e
 
 // API is the configuration of cmd/api.
 type API struct {
-	Log   Log
-	MySQL store.MySQLConfig
-	Redis Redis
-	AMQP  AMQP
-	HTTP  HTTP
-	JWT   JWT
+	Log     Log
+	MySQL   store.MySQLConfig
+	Redis   Redis
+	AMQP    AMQP
+	HTTP    HTTP
+	JWT     JWT
+	Objects Objects
 }
 
 // HTTP is the API server section.
@@ -61,7 +62,7 @@ func loadHTTP(l *loader) HTTP {
 }
 
 func loadAPI(l *loader) API {
-	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l)}
+	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l), Objects: loadObjects(l)}
 	if c.JWT.missing != nil {
 		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
 	}
@@ -79,11 +80,12 @@ func opsAddrDoc(port string) string {
 
 // Worker is the configuration of cmd/worker.
 type Worker struct {
-	Log    Log
-	MySQL  store.MySQLConfig
-	Redis  Redis
-	AMQP   AMQP
-	Worker WorkerSection
+	Log     Log
+	MySQL   store.MySQLConfig
+	Redis   Redis
+	AMQP    AMQP
+	Worker  WorkerSection
+	Objects Objects
 }
 
 // WorkerSection holds the consumer settings.
@@ -131,7 +133,7 @@ func loadWorker(l *loader) WorkerSection {
 }
 
 func loadWorkerConfig(l *loader) Worker {
-	return Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l)}
+	return Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l), Objects: loadObjects(l)}
 }
 
 // LoadWorker reads the configuration of cmd/worker.
