@@ -41,6 +41,7 @@ type Config struct {
 	BackoffBase time.Duration // wait after a row's first failed publish; doubled at each further attempt
 	BackoffMax  time.Duration // cap of the backoff
 	Concurrency int           // publishes in flight per batch; default BatchSize
+	Tables      []string      // the tables drained, of store.OutboxTables; default all of them
 }
 
 // Sender publishes one message and waits for the broker's confirm
@@ -80,7 +81,10 @@ func New(db *gorm.DB, tp *topology.Topology, pub Sender, cfg Config, m *Metrics,
 		cfg.Owner = cfg.Owner[:100] // claimed_by is VARCHAR(128), with the nonce
 	}
 	r := &Relay{db: db, pub: pub, cfg: cfg, m: m, log: log}
-	for _, name := range store.OutboxTables {
+	if len(cfg.Tables) == 0 {
+		cfg.Tables = store.OutboxTables
+	}
+	for _, name := range cfg.Tables {
 		t, err := newTable(name, tp)
 		if err != nil {
 			return nil, err
@@ -96,6 +100,9 @@ func defaultOwner() string {
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "relay"), os.Getpid(), hex.EncodeToString(b))
 }
+
+// Tables are the tables this relay drains.
+func (r *Relay) Tables() []string { return append([]string(nil), r.cfg.Tables...) }
 
 // Owner is the name this relay claims rows under.
 func (r *Relay) Owner() string { return r.cfg.Owner }
