@@ -14,8 +14,9 @@ import (
 // A business transaction that writes an outbox row while two relays drain
 // a large backlog is never held up by their claims (at READ COMMITTED they
 // lock only the rows they take): every insert commits within 100 ms.
+//
+// Not parallel: the package's other tests would load the database it times.
 func TestBusinessInsertsAreNotHeldUp(t *testing.T) {
-	t.Parallel()
 	b := setup(t)
 	backlog := 20000
 	b.insertOutbox(t, backlog)
