@@ -1,10 +1,11 @@
 // Command reconcile runs Isle's cron jobs under a Redis leader lease:
-// balance sync (doc/money.md) and DLQ replay (doc/messaging.md).
+// balance sync (doc/money.md), DLQ replay (doc/messaging.md) and the purge
+// of published outbox rows (doc/outbox.md).
 //
 //	reconcile               schedule the jobs; any number of replicas run each once
 //	reconcile -once JOB     run one job now, print its result and exit (for external schedulers)
 //
-// Jobs: balance-sync, dlq-replay.
+// Jobs: balance-sync, dlq-replay, outbox-purge.
 package main
 
 import (
@@ -57,6 +58,9 @@ var jobs = map[string]func(s services) reconcile.Job{
 	},
 	"dlq-replay": func(s services) reconcile.Job {
 		return reconcile.NewDLQReplay(dlq.NewStore(s.deps.DB, s.deps.Topology), s.pub, topology.DomainObjectReplication, s.cfg.ReplayBatchSize)
+	},
+	"outbox-purge": func(s services) reconcile.Job {
+		return reconcile.NewOutboxPurge(s.deps.DB, s.cfg.OutboxPurge, s.metrics, s.log)
 	},
 }
 
@@ -135,6 +139,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	var schedules []reconcile.Schedule
 	if rc.BalanceSyncSchedule != "off" {
 		schedules = append(schedules, reconcile.Schedule{Spec: rc.BalanceSyncSchedule, Job: jobs["balance-sync"](svc)})
+	}
+	if rc.OutboxPurgeSchedule != "off" {
+		schedules = append(schedules, reconcile.Schedule{Spec: rc.OutboxPurgeSchedule, Job: jobs["outbox-purge"](svc)})
 	}
 	if rc.ReplayEnabled {
 		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"](svc)})

@@ -1,6 +1,6 @@
-// Package reconcile runs the fleet's periodic jobs (doc/money.md, doc/messaging.md): balance-sync
+// Package reconcile runs the fleet's periodic jobs (doc/money.md, doc/messaging.md, doc/outbox.md): balance-sync
 // keeps the Redis balances and MySQL in agreement (doc/money.md), dlq-replay sends
-// stored dead messages back. A job is a RunOnce returning a Result an
+// stored dead messages back, outbox-purge deletes published outbox rows. A job is a RunOnce returning a Result an
 // operator reads; the Scheduler runs jobs on cron schedules (robfig/cron v3)
 // in whichever process holds the Redis leader lease, so any number of
 // replicas run each scheduled job once, and a per-job lock keeps a run

@@ -8,6 +8,7 @@ import (
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/internal/relay"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
@@ -156,6 +157,7 @@ type RelaySection struct {
 	Enabled            bool
 	BatchSize          int
 	Interval           time.Duration
+	Lease              time.Duration
 }
 
 func loadRelay(l *loader) RelaySection {
@@ -166,11 +168,19 @@ func loadRelay(l *loader) RelaySection {
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
 		Interval: l.Millis("OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS", 3*time.Second, 10*time.Millisecond, time.Hour,
 			"Outbox poll interval in ms, while the last batch was not full."),
+		Lease: l.Millis("OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS", relay.LeaseDefault, time.Second, time.Hour,
+			"How long a relay holds the outbox rows it claimed, in ms: a relay that dies leaves them to another after this. "+
+				"Longer than RABBITMQ_PUBLISH_TIMEOUT, which bounds a batch's publishes (they run at once)."),
 	}
 }
 
 func loadRelayConfig(l *loader) Relay {
-	return Relay{Log: loadLog(l), MySQL: loadMySQL(l), AMQP: loadAMQP(l), Relay: loadRelay(l)}
+	r := Relay{Log: loadLog(l), MySQL: loadMySQL(l), AMQP: loadAMQP(l), Relay: loadRelay(l)}
+	if r.Relay.Lease <= r.AMQP.PublishTimeout {
+		l.failf("OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS", strconv.FormatInt(r.Relay.Lease.Milliseconds(), 10),
+			"want more than RABBITMQ_PUBLISH_TIMEOUT (%s): a lease must outlast a batch's publishes", r.AMQP.PublishTimeout)
+	}
+	return r
 }
 
 // LoadRelay reads the configuration of cmd/relay.
@@ -199,6 +209,8 @@ type ReconcileSection struct {
 	ReplayEnabled       bool
 	ReplayBatchSize     int
 	ReplayInterval      time.Duration
+	OutboxPurgeSchedule string
+	OutboxPurge         reconcile.OutboxPurgeConfig
 }
 
 func loadReconcile(l *loader) ReconcileSection {
@@ -226,6 +238,14 @@ func loadReconcile(l *loader) ReconcileSection {
 		ReplayBatchSize: l.Int("OBJECT_REPLICATION_DLQ_REPLAY_BATCH_SIZE", 100, 1, 10000, "Dead messages replayed per run."),
 		ReplayInterval: l.Millis("OBJECT_REPLICATION_DLQ_REPLAY_INTERVAL_MS", 15*time.Second, 100*time.Millisecond, 24*time.Hour,
 			"DLQ replay interval in ms."),
+		OutboxPurgeSchedule: l.String("OUTBOX_PURGE_SCHEDULE", "@every 1h",
+			"When outbox-purge runs (the published rows of outbox and object_outbox): cron or a descriptor, as BALANCE_SYNC_SCHEDULE; \"off\" disables it."),
+		OutboxPurge: reconcile.OutboxPurgeConfig{
+			Retention: l.Duration("OUTBOX_PURGE_RETENTION", reconcile.OutboxRetentionDefault, time.Minute, 10*365*24*time.Hour,
+				"outbox-purge deletes outbox rows published longer ago than this (168h: a week to look into what was sent); rows not published are never deleted."),
+			Batch: l.Int("OUTBOX_PURGE_BATCH", reconcile.OutboxPurgeBatchDefault, 1, 100000,
+				"Rows outbox-purge deletes per statement (each a short transaction of its own)."),
+		},
 	}
 	if r.BalanceSync.ConfirmDelay == 0 {
 		r.BalanceSync.ConfirmDelay = -1 // set to 0: no wait (a zero field would take the default)
@@ -233,6 +253,11 @@ func loadReconcile(l *loader) ReconcileSection {
 	if r.BalanceSyncSchedule != "off" {
 		if _, err := reconcile.Parser.Parse(r.BalanceSyncSchedule); err != nil {
 			l.failf("BALANCE_SYNC_SCHEDULE", r.BalanceSyncSchedule, "not a schedule: %v", err)
+		}
+	}
+	if r.OutboxPurgeSchedule != "off" {
+		if _, err := reconcile.Parser.Parse(r.OutboxPurgeSchedule); err != nil {
+			l.failf("OUTBOX_PURGE_SCHEDULE", r.OutboxPurgeSchedule, "not a schedule: %v", err)
 		}
 	}
 	return r

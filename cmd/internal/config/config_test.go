@@ -259,3 +259,25 @@ func TestIslectlNeedsAKeyOnlyForTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strings.Repeat("s", 32), string(key))
 }
+
+func TestRelayLeaseOutlastsAPublish(t *testing.T) {
+	c, err := config.LoadRelay(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.Relay.Lease)
+	_, err = config.LoadRelay(env(map[string]string{"OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS": "5000", "RABBITMQ_PUBLISH_TIMEOUT": "5s"}))
+	require.ErrorContains(t, err, "OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS")
+	c, err = config.LoadRelay(env(map[string]string{"OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS": "2000", "RABBITMQ_PUBLISH_TIMEOUT": "1s"}))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.Relay.Lease)
+}
+
+func TestOutboxPurgeSettings(t *testing.T) {
+	c, err := config.LoadReconcile(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "@every 1h", c.Reconcile.OutboxPurgeSchedule)
+	require.Equal(t, 7*24*time.Hour, c.Reconcile.OutboxPurge.Retention)
+	require.Equal(t, 1000, c.Reconcile.OutboxPurge.Batch)
+	_, err = config.LoadReconcile(env(map[string]string{"OUTBOX_PURGE_SCHEDULE": "every hour", "OUTBOX_PURGE_RETENTION": "0"}))
+	require.ErrorContains(t, err, "OUTBOX_PURGE_SCHEDULE")
+	require.ErrorContains(t, err, "OUTBOX_PURGE_RETENTION")
+}

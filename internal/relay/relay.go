@@ -1,0 +1,206 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
+)
+
+// Defaults of Config.
+const (
+	BatchSizeDefault   = 100
+	IntervalDefault    = 3 * time.Second
+	LeaseDefault       = 30 * time.Second
+	BackoffBaseDefault = time.Second
+	BackoffMaxDefault  = 5 * time.Minute
+)
+
+// Config configures a Relay. Zero fields take the defaults.
+type Config struct {
+	// Owner names this relay in claimed_by (a nonce per claim follows it);
+	// default host name, process id and a random suffix.
+	Owner     string
+	BatchSize int           // rows claimed per table and batch
+	Interval  time.Duration // wait after a batch that was not full
+	// Lease is how long a claimed row stays claimed: longer than a batch's
+	// publishes and marks. A relay that dies leaves its rows for this long.
+	Lease       time.Duration
+	BackoffBase time.Duration // wait after a row's first failed publish; doubled at each further attempt
+	BackoffMax  time.Duration // cap of the backoff
+	Concurrency int           // publishes in flight per batch; default BatchSize
+	Tables      []string      // the tables drained, of store.OutboxTables; default all of them
+}
+
+// Sender publishes one message and waits for the broker's confirm
+// (*messaging.Publisher).
+type Sender interface {
+	Send(ctx context.Context, out messaging.Outgoing) error
+}
+
+// Relay drains the outbox tables. It is safe to run several, in one process
+// or many.
+type Relay struct {
+	db     *gorm.DB
+	pub    Sender
+	cfg    Config
+	tables []table
+	nonce  atomic.Uint64
+	m      *Metrics
+	log    *slog.Logger
+}
+
+// New returns a relay of every table in store.OutboxTables. tp resolves an
+// outbox row's domain to its routing key and the object replication domain.
+func New(db *gorm.DB, tp *topology.Topology, pub Sender, cfg Config, m *Metrics, log *slog.Logger) (*Relay, error) {
+	if db == nil || tp == nil || pub == nil || log == nil {
+		return nil, fmt.Errorf("relay: nil dependency")
+	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
+	cfg.Lease = cmp.Or(cfg.Lease, LeaseDefault)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, cfg.BatchSize)
+	if cfg.Owner == "" {
+		cfg.Owner = defaultOwner()
+	}
+	if len(cfg.Owner) > 100 {
+		cfg.Owner = cfg.Owner[:100] // claimed_by is VARCHAR(128), with the nonce
+	}
+	r := &Relay{db: db, pub: pub, cfg: cfg, m: m, log: log}
+	if len(cfg.Tables) == 0 {
+		cfg.Tables = store.OutboxTables
+	}
+	for _, name := range cfg.Tables {
+		t, err := newTable(name, tp)
+		if err != nil {
+			return nil, err
+		}
+		r.tables = append(r.tables, t)
+	}
+	return r, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "relay"), os.Getpid(), hex.EncodeToString(b))
+}
+
+// Tables are the tables this relay drains.
+func (r *Relay) Tables() []string { return append([]string(nil), r.cfg.Tables...) }
+
+// Owner is the name this relay claims rows under.
+func (r *Relay) Owner() string { return r.cfg.Owner }
+
+// TableResult is what one batch of one table did.
+type TableResult struct {
+	Claimed   int // rows claimed
+	Published int // confirmed by the broker and marked published
+	Failed    int // publish failed: left with last_error and a backoff
+	Fenced    int // the claim had passed to another relay (its lease ran out): not marked by this one
+}
+
+// Result is what one RunOnce did, by table.
+type Result map[string]TableResult
+
+func (r Result) String() string {
+	var b strings.Builder
+	for _, name := range store.OutboxTables {
+		t := r[name]
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: claimed %d, published %d, failed %d, fenced %d", name, t.Claimed, t.Published, t.Failed, t.Fenced)
+	}
+	return b.String()
+}
+
+// RunOnce claims and publishes one batch of each table, one table after
+// the other.
+func (r *Relay) RunOnce(ctx context.Context) (Result, error) {
+	res := make(Result, len(r.tables))
+	for i := range r.tables {
+		tr, err := r.batch(ctx, &r.tables[i])
+		res[r.tables[i].name] = tr
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// Run drains every table until ctx is done, each in a loop of its own: a
+// batch that came back full is followed at once by the next, any other
+// after Interval. A batch claimed when ctx ends is still published and
+// marked (within the lease), so a stop leaves no row claimed for nothing.
+func (r *Relay) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range r.tables {
+		wg.Add(1)
+		go func(t *table) {
+			defer wg.Done()
+			r.loop(ctx, t)
+		}(&r.tables[i])
+	}
+	wg.Wait()
+}
+
+func (r *Relay) loop(ctx context.Context, t *table) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	var measured time.Time
+	for ctx.Err() == nil {
+		res, err := r.batch(ctx, t)
+		if err != nil && ctx.Err() == nil {
+			r.log.ErrorContext(ctx, "outbox batch failed", "table", t.name, "err", err)
+		}
+		if res.Claimed > 0 {
+			r.log.DebugContext(ctx, "outbox batch", "table", t.name, "claimed", res.Claimed,
+				"published", res.Published, "failed", res.Failed, "fenced", res.Fenced)
+		}
+		if time.Since(measured) >= r.cfg.Interval {
+			measured = time.Now()
+			if age, err := r.oldestPending(ctx, t.name); err == nil {
+				r.m.oldestPending(t.name, age.Seconds())
+			} else if ctx.Err() == nil {
+				r.log.WarnContext(ctx, "outbox backlog age", "table", t.name, "err", err)
+			}
+		}
+		if err == nil && res.Claimed == r.cfg.BatchSize {
+			continue
+		}
+		timer.Reset(r.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// oldestPending is the age of the oldest row of table not yet published.
+func (r *Relay) oldestPending(ctx context.Context, table string) (time.Duration, error) {
+	var micros *int64
+	err := r.db.WithContext(ctx).Raw("SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) FROM " + table +
+		" WHERE published_at IS NULL").Scan(&micros).Error
+	if err != nil || micros == nil {
+		return 0, err
+	}
+	return time.Duration(max(0, *micros)) * time.Microsecond, nil
+}

@@ -1,0 +1,146 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/relay"
+	"github.com/eisland/isle/topology"
+	"github.com/stretchr/testify/require"
+)
+
+// Two relays draining 5,000 rows at once publish each exactly once, as it
+// is, and leave none pending.
+func TestTwoRelaysPublishEveryRowOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainPaymentReceipt)
+	c := b.consume(t, dom.Queue)
+	ids := b.insertOutbox(t, 5000)
+
+	cfg := relay.Config{Interval: 50 * time.Millisecond}
+	began := time.Now()
+	stop1 := run(t, b.relay(t, b.pub, cfg))
+	stop2 := run(t, b.relay(t, b.publisher(t), cfg))
+	require.Eventually(t, func() bool { d, _ := c.counts(); return d == len(ids) }, time.Minute, poll)
+	took := time.Since(began)
+	stop1()
+	stop2()
+
+	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"))
+	require.Equal(t, len(ids), b.count(t, "SELECT COUNT(*) FROM outbox WHERE attempts = 1"), "no row was claimed twice")
+	require.Equal(t, 2, b.count(t, "SELECT COUNT(DISTINCT SUBSTRING_INDEX(claimed_by, '/', 1)) FROM outbox"), "both relays published")
+	time.Sleep(200 * time.Millisecond) // a duplicate would arrive by now
+	distinct, total := c.counts()
+	require.Equal(t, len(ids), distinct)
+	require.Equal(t, len(ids), total, "no message was delivered twice")
+	for _, id := range ids {
+		require.Equal(t, 1, c.times(id), id)
+	}
+	t.Logf("5000 rows by two relays in %v", took.Round(time.Millisecond))
+
+	// A row is published as it is.
+	d := c.deliveries()[0]
+	var n struct{ N int }
+	require.NoError(t, json.Unmarshal(d.Body, &n))
+	require.Equal(t, ids[n.N], d.MessageId)
+	require.Equal(t, "trace-"+ids[n.N][:8], d.CorrelationId)
+	require.Equal(t, "trace-"+ids[n.N][:8], d.Headers[messaging.HeaderTraceID])
+	require.EqualValues(t, dom.TypeID, d.Headers[messaging.HeaderTypeID])
+	require.EqualValues(t, strconv.Itoa(n.N), d.Headers["x-n"])
+	require.EqualValues(t, "1", d.Headers["x-attempt"], "a number in headers is sent as written")
+	require.Equal(t, dom.Exchange, d.Exchange)
+}
+
+// A publish that fails leaves its row pending, with the error, not due
+// until its backoff has passed, after which a relay publishes it.
+func TestFailedPublishLeavesRowPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	dom := b.domain(t, topology.DomainPaymentReceipt)
+	c := b.consume(t, dom.Queue)
+	ids := b.insertOutbox(t, 2)
+	require.NoError(t, b.db.Exec("INSERT INTO outbox (message_id, domain, payload, headers) VALUES (UUID(), 'no-such-domain', '{}', '{}')").Error)
+
+	closed := b.publisher(t)
+	require.NoError(t, closed.Close())
+	backoff := 500 * time.Millisecond
+	res, err := b.relay(t, closed, relay.Config{BackoffBase: backoff}).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, relay.TableResult{Claimed: 3, Failed: 3}, res["outbox"])
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by IS NULL
+		AND attempts = 1 AND last_error <> '' AND available_at > NOW(6) + INTERVAL 200000 MICROSECOND`))
+	var lastErr string
+	require.NoError(t, b.db.Raw("SELECT last_error FROM outbox WHERE domain = 'no-such-domain'").Scan(&lastErr).Error)
+	require.Contains(t, lastErr, "no topology domain")
+
+	working := b.relay(t, b.pub, relay.Config{BackoffBase: backoff})
+	res, err = working.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res["outbox"].Claimed, "the rows wait for their backoff")
+
+	time.Sleep(backoff)
+	res, err = working.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, relay.TableResult{Claimed: 3, Published: 2, Failed: 1}, res["outbox"])
+	require.Eventually(t, func() bool { d, _ := c.counts(); return d == 2 }, 10*time.Second, poll)
+	require.Equal(t, 1, c.times(ids[0]))
+	require.Equal(t, 1, c.times(ids[1]))
+	// The row that cannot be published backs off longer at each attempt.
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM outbox WHERE domain = 'no-such-domain' AND published_at IS NULL
+		AND attempts = 2 AND available_at > NOW(6) + INTERVAL 700000 MICROSECOND`))
+}
+
+// blockingSender holds every Send, once confirmed, until release is closed.
+type blockingSender struct {
+	entered chan struct{}
+	release chan struct{}
+	pub     relay.Sender
+}
+
+func (s *blockingSender) Send(ctx context.Context, out messaging.Outgoing) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	err := s.pub.Send(ctx, out)
+	<-s.release
+	return err
+}
+
+// A relay whose lease ran out does not mark a row that another relay
+// claimed meanwhile: the other relay's claim is the one that counts.
+func TestMarkIsFencedByTheClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	dom := b.domain(t, topology.DomainPaymentReceipt)
+	c := b.consume(t, dom.Queue)
+	ids := b.insertOutbox(t, 1)
+
+	slow := &blockingSender{entered: make(chan struct{}, 1), release: make(chan struct{}), pub: b.pub}
+	lease := 300 * time.Millisecond
+	done := make(chan relay.Result, 1)
+	go func() {
+		res, err := b.relay(t, slow, relay.Config{Owner: "slow", Lease: lease}).RunOnce(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-slow.entered
+	time.Sleep(lease + 100*time.Millisecond)
+	res, err := b.relay(t, b.pub, relay.Config{Owner: "fast"}).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, relay.TableResult{Claimed: 1, Published: 1}, res["outbox"])
+	close(slow.release)
+	require.Equal(t, relay.TableResult{Claimed: 1, Fenced: 1}, (<-done)["outbox"])
+
+	require.Equal(t, 1, b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'fast/%' AND attempts = 2 AND published_at IS NOT NULL"))
+	require.Eventually(t, func() bool { return c.times(ids[0]) == 2 }, 10*time.Second, poll, "at least once: both published it")
+}

@@ -1,0 +1,219 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// table is how the relay reads and publishes the rows of one outbox table.
+type table struct {
+	name string
+	// load reads the claimed rows, in the claim's transaction, as items.
+	load func(tx *gorm.DB, ids []uint64) ([]*item, error)
+	// prepare, if set, runs after the claim's commit and before the
+	// publishes; it sets the error of the items it cannot prepare.
+	prepare func(ctx context.Context, db *gorm.DB, items []*item) error
+}
+
+func newTable(name string, tp *topology.Topology) (table, error) {
+	switch name {
+	case "outbox":
+		return table{name: name, load: func(tx *gorm.DB, ids []uint64) ([]*item, error) { return loadOutbox(tx, tp, ids) }}, nil
+	case "object_outbox":
+		d, ok := tp.Domain(topology.DomainObjectReplication)
+		if !ok {
+			return table{}, errors.New("relay: the topology has no object replication domain")
+		}
+		o := objects{domain: d}
+		return table{name: name, load: o.load, prepare: o.prepare}, nil
+	}
+	return table{}, fmt.Errorf("relay: no publisher for outbox table %s", name)
+}
+
+// loadOutbox reads outbox rows: each is published as it is, to the routing
+// key of its domain.
+func loadOutbox(tx *gorm.DB, tp *topology.Topology, ids []uint64) ([]*item, error) {
+	var rows []store.OutboxMessage
+	if err := tx.Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	items := make([]*item, len(rows))
+	for i, row := range rows {
+		it := &item{id: row.ID, attempts: row.Attempts}
+		it.out, it.err = outgoing(tp, row)
+		items[i] = it
+	}
+	return items, nil
+}
+
+// outgoing is the message of an outbox row: its payload, message id,
+// headers, priority and trace id, and its message type as __TypeId__
+// (the domain's when empty).
+func outgoing(tp *topology.Topology, row store.OutboxMessage) (messaging.Outgoing, error) {
+	d, ok := tp.Domain(row.Domain)
+	if !ok {
+		return messaging.Outgoing{}, fmt.Errorf("relay: outbox %d: no topology domain %q", row.ID, row.Domain)
+	}
+	headers, err := decodeHeaders(row.Headers)
+	if err != nil {
+		return messaging.Outgoing{}, fmt.Errorf("relay: outbox %d: headers: %w", row.ID, err)
+	}
+	typeID := row.MessageType
+	if typeID == "" {
+		typeID = d.TypeID
+	}
+	return messaging.Outgoing{
+		RoutingKey: d.RoutingKey, Body: row.Payload, MessageID: row.MessageID, TypeID: typeID,
+		TraceID: row.TraceID, Priority: row.Priority, Headers: headers,
+	}, nil
+}
+
+// decodeHeaders reads a JSON object of headers: strings as they are, other
+// values as their JSON text (a number as written).
+func decodeHeaders(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case json.Number:
+			out[k] = v.String()
+		case bool:
+			out[k] = strconv.FormatBool(v)
+		case nil:
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = string(b)
+		}
+	}
+	return out, nil
+}
+
+// objects publishes object_outbox rows: the relay creates each row's
+// replication task and publishes the task's ObjectReplicationMessage.
+type objects struct{ domain topology.Domain }
+
+// taskSource is what an object_outbox row's replication task is made of.
+type taskSource struct {
+	ObjectID  uint64
+	Priority  uint8
+	TraceID   string
+	SourceURL *string // nil: the object is gone
+	SHA256    *string
+}
+
+func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
+	var rows []struct {
+		ID        uint64  `gorm:"column:id"`
+		Attempts  int     `gorm:"column:attempts"`
+		ObjectID  uint64  `gorm:"column:object_id"`
+		Priority  uint8   `gorm:"column:priority"`
+		TraceID   string  `gorm:"column:trace_id"`
+		SourceURL *string `gorm:"column:source_url"`
+		SHA256    *string `gorm:"column:sha256"`
+	}
+	err := tx.Raw(`SELECT o.id, o.attempts, o.object_id, o.priority, o.trace_id, s.source_url, s.sha256
+		FROM object_outbox o LEFT JOIN stored_object s ON s.id = o.object_id WHERE o.id IN ? ORDER BY o.id`, ids).Scan(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	items := make([]*item, len(rows))
+	for i, row := range rows {
+		items[i] = &item{id: row.ID, attempts: row.Attempts, task: &taskSource{
+			ObjectID: row.ObjectID, Priority: row.Priority, TraceID: row.TraceID, SourceURL: row.SourceURL, SHA256: row.SHA256,
+		}}
+		if row.SourceURL == nil || row.SHA256 == nil {
+			items[i].err = fmt.Errorf("relay: object_outbox %d: object %d does not exist", row.ID, row.ObjectID)
+		}
+	}
+	return items, nil
+}
+
+// prepare creates the replication task of each row, or finds the one a
+// former claim of the row created (one per row: uk_object_replication_task_outbox),
+// and makes the task's message.
+func (o objects) prepare(ctx context.Context, db *gorm.DB, items []*item) error {
+	var values []any
+	var ids []uint64
+	q := "INSERT INTO object_replication_task (outbox_id, object_id, source_url, priority, sha256, trace_id) VALUES "
+	for _, it := range items {
+		if it.err != nil {
+			continue
+		}
+		if len(ids) > 0 {
+			q += ", "
+		}
+		q += "(?, ?, ?, ?, ?, ?)"
+		s := it.task
+		values = append(values, it.id, s.ObjectID, *s.SourceURL, s.Priority, *s.SHA256, s.TraceID)
+		ids = append(ids, it.id)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	db = db.WithContext(ctx)
+	if err := db.Exec(q+" ON DUPLICATE KEY UPDATE id = id", values...).Error; err != nil {
+		return fmt.Errorf("relay: create replication tasks: %w", err)
+	}
+	var tasks []struct {
+		ID       int64
+		OutboxID uint64
+	}
+	if err := db.Raw("SELECT id, outbox_id FROM object_replication_task WHERE outbox_id IN ?", ids).Scan(&tasks).Error; err != nil {
+		return fmt.Errorf("relay: read replication tasks: %w", err)
+	}
+	byOutbox := make(map[uint64]int64, len(tasks))
+	for _, t := range tasks {
+		byOutbox[t.OutboxID] = t.ID
+	}
+	for _, it := range items {
+		if it.err != nil {
+			continue
+		}
+		task, ok := byOutbox[it.id]
+		if !ok {
+			it.err = fmt.Errorf("relay: object_outbox %d: replication task not found after insert", it.id)
+			continue
+		}
+		it.out, it.err = o.message(it, task)
+	}
+	return nil
+}
+
+// taskNamespace makes a task's message id: the same for every publish of
+// one task, so a consumer can tell a duplicate.
+var taskNamespace = uuid.MustParse("6f1c1c5e-2d0a-4d8e-9a57-0b7a3c6f1e21")
+
+func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
+	body, err := topology.Encode(topology.ObjectReplication{TaskID: &task, TraceID: it.task.TraceID})
+	if err != nil {
+		return messaging.Outgoing{}, err
+	}
+	return messaging.Outgoing{
+		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID,
+		MessageID: uuid.NewSHA1(taskNamespace, []byte("object_replication_task:"+strconv.FormatInt(task, 10))).String(),
+		Priority:  min(it.task.Priority, uint8(o.domain.MaxPriority)),
+	}, nil
+}
