@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -18,6 +19,9 @@ type Deps struct {
 	Ledger Ledger       // store.LedgerWriter
 	Usage  UsageCounter // store.UsageWriter
 	Log    *slog.Logger // each consumer logs with handler=<its name>
+
+	Stores      Stores        // the object stores
+	CopyTimeout time.Duration // one replication copy's limit; 0 = none
 }
 
 // A Consumer builds the handler of one domain's main queue. One that
@@ -35,17 +39,17 @@ type Consumer struct {
 var Consumers = []Consumer{
 	{topology.DomainAgentBilling, billingDeductConsumer, true},
 	{topology.DomainAgentUsageStats, usageStatsConsumer, true},
+	{topology.DomainObjectReplication, objectReplicationConsumer, false},
+	{topology.DomainIdentityMaterial, identityMaterialConsumer, false},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
 // why: a domain of the contract is in Consumers or here, never in neither.
 var NotConsumed = map[string]string{
-	topology.DomainEmail:             "no consumer in Isle yet: the email dispatch consumer is built with the email domain",
-	topology.DomainPaymentNotify:     "no consumer in Isle yet: built with the payments domain",
-	topology.DomainPaymentReceipt:    "no consumer in Isle yet: built with the payments domain",
-	topology.DomainObjectReplication: "no consumer in Isle yet: built with object replication",
-	topology.DomainIdentityMaterial:  "no consumer in Isle yet: built with object replication and identity material",
-	topology.DomainMiniGameScore:     "no consumer in Isle yet: built with the mini game",
+	topology.DomainEmail:          "no consumer in Isle yet: the email dispatch consumer is built with the email domain",
+	topology.DomainPaymentNotify:  "no consumer in Isle yet: built with the payments domain",
+	topology.DomainPaymentReceipt: "no consumer in Isle yet: built with the payments domain",
+	topology.DomainMiniGameScore:  "no consumer in Isle yet: built with the mini game",
 }
 
 // A Route is a consumer ready to run: what the worker's -handlers names

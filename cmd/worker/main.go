@@ -55,7 +55,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	flow := messaging.NewFlow(messaging.FlowConfig{HandlerTimeout: cfg.Worker.HandlerTimeout}, pub, metrics, log)
 	w := newWriters(deps, reg)
 	defer w.close() // after the consumer drained: handlers in flight wait on it
-	selected, err := selectRoutes(routes(deps, flow, w, cfg.Worker, log), *handlerSpec)
+	stores, err := app.OpenStores(cfg.Objects)
+	if err != nil {
+		return err
+	}
+	selected, err := selectRoutes(routes(deps, flow, w, stores, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}

@@ -44,8 +44,10 @@ func (w *writers) close() {
 // each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
 // The consumers that take batches get up to WORKER_BATCH deliveries a call,
 // with a prefetch that keeps the next batch at hand.
-func routes(deps *app.Deps, flow *messaging.Flow, w *writers, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
-	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log}
+func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
+	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log,
+		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
+		CopyTimeout: cfg.SourceFetchTimeout}
 	out := map[string]messaging.Route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
 		if r.DLQ {

@@ -1,0 +1,81 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
+)
+
+// IdentityMaterial stores a passed verification's material in the identity
+// store and sets identity_verification.material_info_url. The object's key
+// derives from the user and the certification, so a message delivered twice
+// writes the same object twice and the same URL.
+type IdentityMaterial struct {
+	ids   *store.Identities
+	store objstore.Store
+	log   *slog.Logger
+}
+
+// NewIdentityMaterial returns the identity-material consumer.
+func NewIdentityMaterial(ids *store.Identities, s objstore.Store, log *slog.Logger) *IdentityMaterial {
+	if ids == nil || s == nil || log == nil {
+		panic("handlers: NewIdentityMaterial: nil dependency")
+	}
+	return &IdentityMaterial{ids: ids, store: s, log: log}
+}
+
+func identityMaterialConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	return messaging.Each(messaging.Typed(NewIdentityMaterial(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle))
+}
+
+// MaterialKey is where a certification's material is stored: a digest of
+// the user and the certification id, so no name a producer sends can make
+// a bad key or point elsewhere.
+func MaterialKey(username, certifyID string) string {
+	sum := sha256.Sum256([]byte(username + "\x00" + certifyID))
+	return "identity-material/" + hex.EncodeToString(sum[:]) + ".json"
+}
+
+// materialDoc is the JSON object stored: the provider's encrypted material
+// with whose it is.
+type materialDoc struct {
+	Username     string `json:"username"`
+	CertifyID    string `json:"certifyId"`
+	MaterialInfo string `json:"materialInfo"`
+}
+
+// Handle stores m's material and records its URL.
+func (h *IdentityMaterial) Handle(ctx context.Context, m topology.IdentityMaterial) error {
+	body, err := json.Marshal(materialDoc{Username: m.Username, CertifyID: m.CertifyID, MaterialInfo: m.MaterialInfo})
+	if err != nil {
+		return messaging.Permanent(err)
+	}
+	key := MaterialKey(m.Username, m.CertifyID)
+	if _, err := h.store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), "application/json"); err != nil {
+		if errors.Is(err, objstore.ErrTooLarge) {
+			return messaging.Permanent(fmt.Errorf("material of %s: %w", m.CertifyID, err))
+		}
+		return fmt.Errorf("store material of %s: %w", m.CertifyID, err)
+	}
+	url := h.store.URL(key)
+	err = h.ids.SetMaterialURL(ctx, m.CertifyID, url)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return messaging.Permanent(fmt.Errorf("no identity verification %s: %w", m.CertifyID, err))
+	}
+	if err != nil {
+		return err
+	}
+	h.log.InfoContext(ctx, "identity material stored", "certify_id", m.CertifyID, "url", url)
+	return nil
+}

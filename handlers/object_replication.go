@@ -1,0 +1,122 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
+)
+
+// Stores are the object stores the object consumers use: the source store
+// uploads are in, the replica store they are copied to, and the store of
+// identity material.
+type Stores struct {
+	Source, Target, Identity objstore.Store
+}
+
+// ObjectReplication copies a task's object from the source store to the
+// replica store (doc/objects.md): it streams it, verifies its SHA-256,
+// then marks the task done and sets the object's replica_url in one
+// transaction. A task already done is acknowledged and skipped, so a
+// message delivered twice copies once; a failed attempt leaves the task
+// failed with its error, and the message goes to the retry queue.
+type ObjectReplication struct {
+	db      *gorm.DB
+	source  objstore.Store
+	target  objstore.Store
+	timeout time.Duration // one copy's limit
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// NewObjectReplication returns the object-replication consumer; timeout
+// bounds one copy (OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS).
+func NewObjectReplication(db *gorm.DB, source, target objstore.Store, timeout time.Duration, log *slog.Logger) *ObjectReplication {
+	if db == nil || source == nil || target == nil || log == nil {
+		panic("handlers: NewObjectReplication: nil dependency")
+	}
+	return &ObjectReplication{db: db, source: source, target: target, timeout: timeout, log: log, now: time.Now}
+}
+
+func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	return messaging.Each(messaging.Typed(NewObjectReplication(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle))
+}
+
+// Handle replicates the object of m's task.
+func (h *ObjectReplication) Handle(ctx context.Context, m topology.ObjectReplication) error {
+	var task store.ReplicationTask
+	err := h.db.WithContext(ctx).Take(&task, *m.TaskID).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return messaging.Permanent(fmt.Errorf("no replication task %d", *m.TaskID))
+	case err != nil:
+		return fmt.Errorf("read replication task %d: %w", *m.TaskID, err)
+	case task.Status == store.TaskDone:
+		h.log.DebugContext(ctx, "replication task already done; skipped", "task", task.ID)
+		return nil
+	}
+	src, key, err := objstore.Locate(task.SourceURL, h.source)
+	if err != nil {
+		// The URL is not in the source store this worker has: another
+		// worker's configuration, or a task made by hand. Retrying here
+		// cannot help.
+		return messaging.Permanent(fmt.Errorf("task %d: source %s: %w", task.ID, task.SourceURL, err))
+	}
+	copyCtx := ctx
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		copyCtx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	info, err := objstore.Copy(copyCtx, h.target, src, key, task.SHA256)
+	if err != nil {
+		h.failed(ctx, task.ID, err)
+		return fmt.Errorf("task %d: copy %s: %w", task.ID, key, err)
+	}
+	replica := h.target.URL(key)
+	if err := h.done(ctx, task, replica); err != nil {
+		return err
+	}
+	h.log.InfoContext(ctx, "object replicated", "task", task.ID, "object", task.ObjectID, "bytes", info.Size, "replica", replica)
+	return nil
+}
+
+// done marks the task done and sets its object's replica URL together.
+func (h *ObjectReplication) done(ctx context.Context, task store.ReplicationTask, replica string) error {
+	now := h.now().UTC()
+	err := h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", task.ID, store.TaskDone).Updates(map[string]any{
+			"status": store.TaskDone, "target_url": replica, "done_at": now, "attempts": gorm.Expr("attempts + 1"), "last_error": nil,
+		})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error // another delivery finished it first
+		}
+		return tx.Model(&store.StoredObject{}).Where("id = ?", task.ObjectID).Update("replica_url", replica).Error
+	})
+	if err != nil {
+		return fmt.Errorf("task %d: mark done: %w", task.ID, err)
+	}
+	return nil
+}
+
+// failed records a failed attempt on the task; the message's retry carries
+// on whether or not this write succeeds.
+func (h *ObjectReplication) failed(ctx context.Context, id uint64, cause error) {
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = msg[:2000]
+	}
+	err := h.db.WithContext(ctx).Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", id, store.TaskDone).Updates(map[string]any{
+		"status": store.TaskFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": msg,
+	}).Error
+	if err != nil {
+		h.log.WarnContext(ctx, "could not record a failed replication attempt", "task", id, "err", err)
+	}
+}
