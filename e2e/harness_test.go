@@ -57,19 +57,23 @@ func newFleetEnv(t *testing.T, dsn string) fleetEnv {
 	if addr := storetest.RedisAddr(); strings.Contains(addr, ":") {
 		host, port, _ = strings.Cut(addr, ":")
 	}
+	objects := t.TempDir()
 	return fleetEnv{
-		"MYSQL_DSN":               c.FormatDSN(),
-		"REDIS_HOST":              host,
-		"REDIS_PORT":              port,
-		"REDIS_KEY_PREFIX":        storetest.Unique("isletest:") + ":",
-		"RABBITMQ_NAME_PREFIX":    prefix,
-		"API_ADDR":                "127.0.0.1:0",
-		"API_JWT_SECRET":          storetest.Unique("e2e-token-key-") + "-0123456789abcdef", // the API refuses to start without one
-		"LOG_FORMAT":              "json",
-		"WORKER_SHUTDOWN_TIMEOUT": "5s",
-		"WORKER_OPS_ADDR":         "127.0.0.1:0",
-		"RELAY_OPS_ADDR":          "127.0.0.1:0",
-		"RECONCILE_OPS_ADDR":      "127.0.0.1:0",
+		"OBJECT_STORE_SOURCE_URL":       "file://" + objects + "/source",
+		"OBJECT_REPLICATION_TARGET_URL": "file://" + objects + "/replica",
+		"IDENTITY_MATERIAL_STORE_URL":   "file://" + objects + "/identity",
+		"MYSQL_DSN":                     c.FormatDSN(),
+		"REDIS_HOST":                    host,
+		"REDIS_PORT":                    port,
+		"REDIS_KEY_PREFIX":              storetest.Unique("isletest:") + ":",
+		"RABBITMQ_NAME_PREFIX":          prefix,
+		"API_ADDR":                      "127.0.0.1:0",
+		"API_JWT_SECRET":                storetest.Unique("e2e-token-key-") + "-0123456789abcdef", // the API refuses to start without one
+		"LOG_FORMAT":                    "json",
+		"WORKER_SHUTDOWN_TIMEOUT":       "5s",
+		"WORKER_OPS_ADDR":               "127.0.0.1:0",
+		"RELAY_OPS_ADDR":                "127.0.0.1:0",
+		"RECONCILE_OPS_ADDR":            "127.0.0.1:0",
 	}
 }
 
