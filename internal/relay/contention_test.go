@@ -12,8 +12,13 @@ import (
 )
 
 // A business transaction that writes an outbox row while two relays drain
-// a large backlog is never held up by their claims (at READ COMMITTED they
-// lock only the rows they take): every insert commits within 100 ms.
+// a large backlog is not held up by them: 99% of the inserts commit within
+// 100 ms, and none waits long. That no insert waits for a relay's locks at
+// all is TestAnOpenClaimDoesNotLockOutInserts's, which needs no clock; this
+// one looks for any other hold-up at scale. Its worst case is bounded at
+// 500 ms, not 100: on this shared machine, with other packages' tests
+// running, scheduling alone gave single inserts 200 ms (a lock wait here
+// was 2 s, at REPEATABLE READ).
 //
 // Not parallel: the package's other tests would load the database it times.
 func TestBusinessInsertsAreNotHeldUp(t *testing.T) {
@@ -43,5 +48,6 @@ func TestBusinessInsertsAreNotHeldUp(t *testing.T) {
 	worst := took[len(took)-1]
 	t.Logf("%d inserts while %d rows were published: p50 %v, p99 %v, max %v", len(took), during,
 		took[len(took)/2], took[len(took)*99/100], worst)
-	require.Less(t, worst, 100*time.Millisecond)
+	require.Less(t, took[len(took)*99/100], 100*time.Millisecond, "p99")
+	require.Less(t, worst, 500*time.Millisecond, "worst")
 }
