@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/eisland/isle/internal/sqltx"
@@ -78,25 +77,31 @@ type ObjectState struct {
 }
 
 // Get returns the object id and its replication state; ErrNotFound when
-// there is none.
+// there is none. One statement reads both, so the state and the replica URL
+// agree (the consumer sets them in one transaction).
 func (o *Objects) Get(ctx context.Context, id uint64) (ObjectState, error) {
-	var st ObjectState
-	err := o.db.WithContext(ctx).Take(&st.StoredObject, id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	var rows []struct {
+		StoredObject
+		TaskStatus    *string `gorm:"column:task_status"`
+		TaskAttempts  *int    `gorm:"column:task_attempts"`
+		TaskLastError *string `gorm:"column:task_last_error"`
+	}
+	err := o.db.WithContext(ctx).Raw(`SELECT o.*, t.status AS task_status, t.attempts AS task_attempts, t.last_error AS task_last_error
+		FROM stored_object o LEFT JOIN object_replication_task t ON t.object_id = o.id
+		WHERE o.id = ? ORDER BY t.id DESC LIMIT 1`, id).Scan(&rows).Error
+	switch {
+	case err != nil:
+		return ObjectState{}, fmt.Errorf("store: object %d: %w", id, err)
+	case len(rows) == 0:
 		return ObjectState{}, fmt.Errorf("%w: object %d", ErrNotFound, id)
 	}
-	if err != nil {
-		return ObjectState{}, fmt.Errorf("store: object %d: %w", id, err)
+	r := rows[0]
+	st := ObjectState{StoredObject: r.StoredObject, Replication: "queued", LastError: r.TaskLastError}
+	if r.TaskStatus != nil {
+		st.Replication = *r.TaskStatus
 	}
-	var task ReplicationTask
-	err = o.db.WithContext(ctx).Where("object_id = ?", id).Order("id DESC").Take(&task).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		st.Replication = "queued"
-	case err != nil:
-		return ObjectState{}, fmt.Errorf("store: replication of object %d: %w", id, err)
-	default:
-		st.Replication, st.Attempts, st.LastError = task.Status, task.Attempts, task.LastError
+	if r.TaskAttempts != nil {
+		st.Attempts = *r.TaskAttempts
 	}
 	return st, nil
 }
