@@ -73,7 +73,7 @@ func TestImportGraph(t *testing.T) {
 		"handlers":             {"internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
 		"internal/httpapi": {"internal/billing", "internal/correlation", "internal/messaging", "internal/objstore", "internal/ratelimit", "store", "store/keys",
 			"topology"},
-		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/rabbitadmin", "store", "store/keys", "topology"},
+		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},
 		"cmd/internal/config": {"internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/reconcile", "internal/relay", "store",
 			"store/keys", "topology"},
 		"cmd/internal/config/gendoc": {"cmd/internal/config"},

@@ -1,11 +1,11 @@
 // Command reconcile runs Isle's cron jobs under a Redis leader lease:
-// balance sync (doc/money.md), DLQ replay (doc/messaging.md) and the purge
-// of published outbox rows (doc/outbox.md).
+// balance sync (doc/money.md), DLQ replay (doc/messaging.md), the purge
+// of published outbox rows and the replication backfill (doc/outbox.md).
 //
 //	reconcile               schedule the jobs; any number of replicas run each once
 //	reconcile -once JOB     run one job now, print its result and exit (for external schedulers)
 //
-// Jobs: balance-sync, dlq-replay, outbox-purge.
+// Jobs: balance-sync, dlq-replay, outbox-purge, replication-backfill.
 package main
 
 import (
@@ -41,7 +41,8 @@ func main() {
 }
 
 // services are what the jobs are built from. pub is nil unless dlq-replay
-// may run: only then does the reconciler connect to RabbitMQ.
+// or replication-backfill may run: only then does the reconciler connect to
+// RabbitMQ (and declare the topology: deps.Topology).
 type services struct {
 	deps     *app.Deps
 	pub      *messaging.Publisher
@@ -61,6 +62,10 @@ var jobs = map[string]func(s services) reconcile.Job{
 	},
 	"outbox-purge": func(s services) reconcile.Job {
 		return reconcile.NewOutboxPurge(s.deps.DB, s.cfg.OutboxPurge, s.metrics, s.log)
+	},
+	"replication-backfill": func(s services) reconcile.Job {
+		dom, _ := s.deps.Topology.Domain(topology.DomainObjectReplication) // in every topology: a test holds the table
+		return reconcile.NewReplicationBackfill(s.deps.DB, dom, s.pub, s.cfg.Backfill, s.metrics, s.log)
 	},
 }
 
@@ -83,7 +88,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "reconcile")
 	rc := cfg.Reconcile
-	needAMQP := rc.ReplayEnabled || *once == "dlq-replay"
+	needAMQP := rc.ReplayEnabled || rc.BackfillEnabled || *once == "dlq-replay" || *once == "replication-backfill"
 	needs := app.Needs{Name: "reconcile", MySQL: &cfg.MySQL, Redis: &cfg.Redis}
 	if needAMQP {
 		needs.AMQP = &cfg.AMQP
@@ -147,7 +152,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"](svc)})
 	}
 	if rc.BackfillEnabled {
-		log.Warn("OBJECT_REPLICATION_BACKFILL_ENABLED is set, but this build has no replication-backfill job yet")
+		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.BackfillInterval.String(), Job: jobs["replication-backfill"](svc)})
 	}
 	lease := lease.New(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
 	leader := reconcile.NewLeader(lease, log)

@@ -1,8 +1,11 @@
-// Package reconcile runs the fleet's periodic jobs (doc/money.md, doc/messaging.md, doc/outbox.md): balance-sync
-// keeps the Redis balances and MySQL in agreement (doc/money.md), dlq-replay sends
-// stored dead messages back, outbox-purge deletes published outbox rows. A job is a RunOnce returning a Result an
-// operator reads; the Scheduler runs jobs on cron schedules (robfig/cron v3)
-// in whichever process holds the Redis leader lease, so any number of
-// replicas run each scheduled job once, and a per-job lock keeps a run
-// started by `reconcile -once` from overlapping the daemon's.
+// Package reconcile runs the fleet's periodic jobs: balance-sync keeps the
+// Redis balances and MySQL in agreement (doc/money.md), dlq-replay sends
+// stored dead messages back (doc/messaging.md), outbox-purge deletes
+// published outbox rows and replication-backfill republishes the
+// replication tasks whose message was lost (doc/outbox.md). A job is a
+// RunOnce returning a Result an operator reads; the Scheduler runs jobs on
+// cron schedules (robfig/cron v3) in whichever process holds the Redis
+// leader lease, so any number of replicas run each scheduled job once, and
+// a per-job lock keeps a run started by `reconcile -once` from overlapping
+// the daemon's.
 package reconcile

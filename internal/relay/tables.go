@@ -11,7 +11,6 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
@@ -202,10 +201,6 @@ func (o objects) prepare(ctx context.Context, db *gorm.DB, items []*item) error 
 	return nil
 }
 
-// taskNamespace makes a task's message id: the same for every publish of
-// one task, so a consumer can tell a duplicate.
-var taskNamespace = uuid.MustParse("6f1c1c5e-2d0a-4d8e-9a57-0b7a3c6f1e21")
-
 func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
 	body, err := topology.Encode(topology.ObjectReplication{TaskID: &task, TraceID: it.task.TraceID})
 	if err != nil {
@@ -213,7 +208,7 @@ func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
 	}
 	return messaging.Outgoing{
 		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID,
-		MessageID: uuid.NewSHA1(taskNamespace, []byte("object_replication_task:"+strconv.FormatInt(task, 10))).String(),
+		MessageID: store.ReplicationMessageID(uint64(task)), // the backfill republishes with the same id
 		Priority:  min(it.task.Priority, uint8(o.domain.MaxPriority)),
 	}, nil
 }

@@ -204,8 +204,8 @@ type ReconcileSection struct {
 	BalanceSyncSchedule string
 	BalanceSync         reconcile.BalanceSyncConfig
 	BackfillEnabled     bool
-	BackfillBatchSize   int
 	BackfillInterval    time.Duration
+	Backfill            reconcile.BackfillConfig
 	ReplayEnabled       bool
 	ReplayBatchSize     int
 	ReplayInterval      time.Duration
@@ -230,10 +230,17 @@ func loadReconcile(l *loader) ReconcileSection {
 					"unacknowledged or dead (RABBITMQ_MANAGEMENT_URL) and reads the user again; longer than a producer takes to publish "+
 					"and than the broker's statistics lag (5 s). 0 asks once, with no wait."),
 		},
-		BackfillEnabled:   l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false, "Enable the backfill job for missed replications."),
-		BackfillBatchSize: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", 200, 1, 10000, "Replication tasks republished per backfill run."),
+		BackfillEnabled: l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false,
+			"Schedule replication-backfill, which republishes the replication tasks stuck pending or failed (`reconcile -once replication-backfill` runs it either way)."),
 		BackfillInterval: l.Millis("OBJECT_REPLICATION_BACKFILL_INTERVAL_MS", 5*time.Second, 100*time.Millisecond, 24*time.Hour,
-			"Backfill interval in ms."),
+			"How often replication-backfill runs, in ms."),
+		Backfill: reconcile.BackfillConfig{
+			StuckAfter: l.Millis("OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS", reconcile.BackfillStuckAfterDefault, time.Second, 30*24*time.Hour,
+				"replication-backfill republishes a pending or failed task not updated for this long, in ms (600000: 10 min); "+
+					"longer than a message waits in the replication queue and a copy takes, and than OBJECT_REPLICATION_RETRY_DELAY_MS."),
+			Batch: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", reconcile.BackfillBatchDefault, 1, 10000,
+				"Replication tasks replication-backfill republishes at most per run, lowest id first."),
+		},
 		ReplayEnabled:   l.Bool("OBJECT_REPLICATION_DLQ_REPLAY_ENABLED", false, "Enable the dlq-replay job, which republishes stored dead replication messages."),
 		ReplayBatchSize: l.Int("OBJECT_REPLICATION_DLQ_REPLAY_BATCH_SIZE", 100, 1, 10000, "Dead messages replayed per run."),
 		ReplayInterval: l.Millis("OBJECT_REPLICATION_DLQ_REPLAY_INTERVAL_MS", 15*time.Second, 100*time.Millisecond, 24*time.Hour,
@@ -267,7 +274,14 @@ func loadReconcile(l *loader) ReconcileSection {
 // start-up cleanup: it uses none of the volatile caches, which belong to the
 // API and the worker, and must not empty theirs at each start or -once run.
 func loadReconcileConfig(l *loader) Reconcile {
-	return Reconcile{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedisServer(l), AMQP: loadAMQP(l), Reconcile: loadReconcile(l)}
+	r := Reconcile{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedisServer(l), AMQP: loadAMQP(l), Reconcile: loadReconcile(l)}
+	// A failed task waits the retry delay before its next attempt: a
+	// threshold this short would republish tasks whose retry is on its way.
+	if delay := r.AMQP.Topology.Retry[topology.DomainObjectReplication].Delay; r.Reconcile.Backfill.StuckAfter <= delay {
+		l.failf("OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS", strconv.FormatInt(r.Reconcile.Backfill.StuckAfter.Milliseconds(), 10),
+			"want more than OBJECT_REPLICATION_RETRY_DELAY_MS (%s)", delay)
+	}
+	return r
 }
 
 // LoadReconcile reads the configuration of cmd/reconcile.

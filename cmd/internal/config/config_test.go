@@ -281,3 +281,19 @@ func TestOutboxPurgeSettings(t *testing.T) {
 	require.ErrorContains(t, err, "OUTBOX_PURGE_SCHEDULE")
 	require.ErrorContains(t, err, "OUTBOX_PURGE_RETENTION")
 }
+
+func TestReplicationBackfillSettings(t *testing.T) {
+	c, err := config.LoadReconcile(env(nil))
+	require.NoError(t, err)
+	require.False(t, c.Reconcile.BackfillEnabled, "off by default, as in seed 002")
+	require.Equal(t, 5*time.Second, c.Reconcile.BackfillInterval)
+	require.Equal(t, 10*time.Minute, c.Reconcile.Backfill.StuckAfter)
+	require.Equal(t, 200, c.Reconcile.Backfill.Batch)
+	c, err = config.LoadReconcile(env(map[string]string{"OBJECT_REPLICATION_BACKFILL_ENABLED": "true", "OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "120000"}))
+	require.NoError(t, err)
+	require.True(t, c.Reconcile.BackfillEnabled)
+	require.Equal(t, 2*time.Minute, c.Reconcile.Backfill.StuckAfter)
+	_, err = config.LoadReconcile(env(map[string]string{"OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "20000", "OBJECT_REPLICATION_RETRY_DELAY_MS": "30000"}))
+	require.ErrorContains(t, err, "OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS")
+	require.ErrorContains(t, err, "OBJECT_REPLICATION_RETRY_DELAY_MS")
+}

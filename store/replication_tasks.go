@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// replicationIDSpace is the UUID namespace of the replication messages'
+// ids. Changing it changes the id of every task's message.
+var replicationIDSpace = uuid.MustParse("6f1c1c5e-2d0a-4d8e-9a57-0b7a3c6f1e21")
+
+// ReplicationMessageID is the AMQP message id of task's
+// ObjectReplicationMessage: the same for every publish of the task, by the
+// relay or the backfill, so a duplicate can be told by its id.
+func ReplicationMessageID(task uint64) string {
+	return uuid.NewSHA1(replicationIDSpace, []byte("object_replication_task:"+strconv.FormatUint(task, 10))).String()
+}
+
+// StuckTasks returns up to limit replication tasks, lowest id first, that
+// are pending or failed, were last updated more than olderThan ago (by the
+// database's clock) and have had fewer than maxAttempts attempts: tasks whose
+// message is presumably lost (replication-backfill). A done task is never
+// returned. The index idx_object_replication_task_stuck serves the query.
+func (o *Objects) StuckTasks(ctx context.Context, olderThan time.Duration, maxAttempts, limit int) ([]ReplicationTask, error) {
+	var tasks []ReplicationTask
+	err := o.db.WithContext(ctx).Raw(`SELECT t.* FROM object_replication_task t JOIN (
+			SELECT id FROM object_replication_task
+			WHERE status IN (?, ?) AND updated_at < NOW(6) - INTERVAL ? MICROSECOND AND attempts < ?
+			ORDER BY id LIMIT ?) s ON s.id = t.id
+		ORDER BY t.id`, TaskPending, TaskFailed, olderThan.Microseconds(), maxAttempts, limit).Scan(&tasks).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: stuck replication tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// TouchTasks sets updated_at to now on the tasks of ids that are not done,
+// and changes nothing else: a republished task then waits a whole threshold
+// before replication-backfill takes it again. It returns how many it touched.
+func (o *Objects) TouchTasks(ctx context.Context, ids []uint64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	res := o.db.WithContext(ctx).Exec("UPDATE object_replication_task SET updated_at = NOW(6) WHERE id IN ? AND status IN (?, ?)",
+		ids, TaskPending, TaskFailed)
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: touch %d replication tasks: %w", len(ids), res.Error)
+	}
+	return res.RowsAffected, nil
+}
