@@ -24,7 +24,10 @@ func ReplicationMessageID(task uint64) string {
 // are pending or failed, were last updated more than olderThan ago (by the
 // database's clock) and have had fewer than maxAttempts attempts: tasks whose
 // message is presumably lost (replication-backfill). A done task is never
-// returned. The index idx_object_replication_task_stuck serves the query.
+// returned, nor one whose message is dead and not replayed (its row in
+// object_replication_log, by message id): that one is the operator's to
+// replay, and republishing it would only add dead messages. The index
+// idx_object_replication_task_stuck serves the query.
 func (o *Objects) StuckTasks(ctx context.Context, olderThan time.Duration, maxAttempts, limit int) ([]ReplicationTask, error) {
 	var tasks []ReplicationTask
 	err := o.db.WithContext(ctx).Raw(`SELECT t.* FROM object_replication_task t JOIN (
@@ -35,7 +38,32 @@ func (o *Objects) StuckTasks(ctx context.Context, olderThan time.Duration, maxAt
 	if err != nil {
 		return nil, fmt.Errorf("store: stuck replication tasks: %w", err)
 	}
-	return tasks, nil
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = ReplicationMessageID(t.ID)
+	}
+	var dead []string
+	if err := o.db.WithContext(ctx).Raw("SELECT message_id FROM object_replication_log WHERE message_id IN ? AND replayed_at IS NULL",
+		ids).Scan(&dead).Error; err != nil {
+		return nil, fmt.Errorf("store: dead replication messages: %w", err)
+	}
+	if len(dead) == 0 {
+		return tasks, nil
+	}
+	isDead := map[string]bool{}
+	for _, id := range dead {
+		isDead[id] = true
+	}
+	live := tasks[:0]
+	for _, t := range tasks {
+		if !isDead[ReplicationMessageID(t.ID)] {
+			live = append(live, t)
+		}
+	}
+	return live, nil
 }
 
 // TouchTasks sets updated_at to now on the tasks of ids that are not done,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,10 @@ func TestReplicationBackfillRepublishesStuckTasks(t *testing.T) {
 	b.task(t, store.TaskFailed, 1, store.PriorityWallpaper, threshold-time.Minute, &boom)
 	lastRetry := b.task(t, store.TaskFailed, 6, store.PriorityAvatar, 3*hour, &boom)
 	stuck := []store.ReplicationTask{stuckPending, stuckFailed, lastRetry}
+	// Stuck too, but its message is dead and not replayed: the operator's.
+	dead := b.task(t, store.TaskPending, 0, store.PriorityAvatar, hour, nil)
+	require.NoError(t, b.db.Exec("INSERT INTO object_replication_log (dedup_key, queue, message_id, body, headers, dead_at)"+
+		" VALUES (?, 'q', ?, '{}', '{}', NOW(6))", strings.Repeat("d", 64), messageID(dead.ID)).Error)
 
 	deliveries := b.consume(t)
 	reg := prometheus.NewRegistry()
