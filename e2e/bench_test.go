@@ -49,6 +49,26 @@ func TestBenchShortRun(t *testing.T) {
 			Messages    int64
 			RatioToBare float64 `json:"ratio_to_bare_consumer"`
 		}
+		Relay struct {
+			Domain string
+			Drain  struct {
+				Rows              int64
+				PerSecond         float64 `json:"per_second"`
+				RatioToRawPublish float64 `json:"ratio_to_raw_publish"`
+				IntervalMs        float64 `json:"interval_ms"`
+				CPU               []struct{ Process string }
+			}
+			Lag []struct {
+				IntervalMs float64 `json:"interval_ms"`
+				Default    bool
+				Rows       int64
+				Delivered  int64
+				P50ms      float64 `json:"p50_ms"`
+				P99ms      float64 `json:"p99_ms"`
+				MaxMs      float64 `json:"max_ms"`
+				CPU        []struct{ Process string }
+			}
+		}
 		Targets []struct{ Name string }
 	}
 	require.NoError(t, json.Unmarshal(out, &rep), string(out))
@@ -73,7 +93,35 @@ func TestBenchShortRun(t *testing.T) {
 	require.Positive(t, rep.Consumer.Messages)
 	require.LessOrEqual(t, rep.Consumer.Messages, int64(2000))
 	require.Positive(t, rep.Consumer.RatioToBare)
-	require.Len(t, rep.Targets, 5)
+
+	// The relay drained a tenth of the default 20,000 rows, then took rows
+	// at 1,000/s for a fifth of 10 s at its default interval and at 100 ms;
+	// every row's message reached the bench's consumer.
+	require.Equal(t, "payment-receipt", rep.Relay.Domain)
+	require.EqualValues(t, 2000, rep.Relay.Drain.Rows)
+	require.Positive(t, rep.Relay.Drain.PerSecond)
+	require.Positive(t, rep.Relay.Drain.RatioToRawPublish)
+	require.EqualValues(t, 3000, rep.Relay.Drain.IntervalMs, "the relay's default interval")
+	require.Len(t, rep.Relay.Lag, 2)
+	for i, l := range rep.Relay.Lag {
+		require.Equal(t, i == 0, l.Default)
+		require.EqualValues(t, []float64{3000, 100}[i], l.IntervalMs)
+		require.EqualValues(t, 2000, l.Rows)
+		require.Equal(t, l.Rows, l.Delivered, "every row's message delivered")
+		require.Positive(t, l.P50ms)
+		require.GreaterOrEqual(t, l.P99ms, l.P50ms)
+		require.GreaterOrEqual(t, l.MaxMs, l.P99ms)
+	}
+	for _, cpu := range [][]struct{ Process string }{rep.Relay.Drain.CPU, rep.Relay.Lag[0].CPU, rep.Relay.Lag[1].CPU} {
+		procs := map[string]bool{}
+		for _, c := range cpu {
+			procs[c.Process] = true
+		}
+		for _, p := range []string{"relay", "mariadb", "rabbitmq"} {
+			require.True(t, procs[p], "relay phase: CPU of %s", p)
+		}
+	}
+	require.Len(t, rep.Targets, 7, "issue 10's five, and the relay's lag at each interval")
 
 	// Nothing of the bench's fleet is left.
 	var dbs int

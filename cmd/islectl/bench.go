@@ -23,14 +23,18 @@ func runBench(ctx context.Context, e env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	short := fs.Bool("short", false, "a quick run with a tenth of the work (the figures are rough)")
 	keep := fs.Bool("keep", false, "own fleet: keep its database, keys, queues and logs")
-	bin := fs.String("bin", "", "own fleet: the directory of the api and worker binaries (default: islectl's own)")
-	pprof := fs.Bool("pprof", false, "own fleet: serve Go's profiler on the api's and worker's operations addresses (printed)")
+	bin := fs.String("bin", "", "own fleet: the directory of the api, worker and relay binaries (default: islectl's own)")
+	pprof := fs.Bool("pprof", false, "own fleet: serve Go's profiler on the api's, worker's and relay's operations addresses (printed)")
 	dir := fs.String("dir", "", "own fleet: where its logs go (default: a new temporary directory)")
 	users := fs.Int("users", bench.UsersDefault, "users the requests spread over")
 	requests := fs.Int("requests", bench.RequestsDefault, "requests of the end-to-end phase, and deductions of the consumer phase")
 	raw := fs.Int("raw", bench.RawMessagesDefault, "messages of each raw RabbitMQ baseline")
 	phase := fs.Duration("phase", bench.PhaseDefault, "length of each timed load phase")
 	inflight := fs.Int("e2e-inflight", bench.E2EInFlightDefault, "requests in flight in the end-to-end phase")
+	relayRows := fs.Int("relay-rows", bench.RelayRowsDefault, "relay phase: outbox rows of the backlog the relay drains")
+	relayRate := fs.Int("relay-rate", bench.RelayRateDefault, "relay phase: outbox rows inserted per second to measure the lag")
+	relayLag := fs.Duration("relay-lag", bench.RelayLagDefault, "relay phase: how long rows are inserted at -relay-rate, at each interval")
+	relayInterval := fs.Duration("relay-interval", bench.RelayIntervalDefault, "relay phase: the short poll interval measured beside the relay's default")
 	phases := fs.String("phases", strings.Join(bench.Phases, ","), "the phases to run, comma-separated; a ratio needs its baseline's phase")
 	if pos, err := parseFlags(fs, args); err != nil {
 		return err
@@ -42,6 +46,12 @@ func runBench(ctx context.Context, e env, args []string) error {
 		return usagef("bench: -users 1..100000, -requests and -raw 100..10000000")
 	case *phase < 100*time.Millisecond || *phase > 10*time.Minute, *inflight < 1 || *inflight > 4096:
 		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
+	case *relayRows < 100 || *relayRows > 10_000_000, *relayRate < 1 || *relayRate > 100_000:
+		return usagef("bench: -relay-rows 100..10000000, -relay-rate 1..100000")
+	case *relayLag < 100*time.Millisecond || *relayLag > 10*time.Minute, *relayInterval < 10*time.Millisecond || *relayInterval > time.Hour:
+		return usagef("bench: -relay-lag 100ms..10m, -relay-interval 10ms..1h (the relay's own bounds)")
+	case *relayInterval%time.Millisecond != 0:
+		return usagef("bench: -relay-interval: whole milliseconds (OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS)")
 	}
 	var only []string
 	for _, p := range strings.Split(*phases, ",") {
@@ -52,6 +62,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	}
 	if *short {
 		*requests, *raw, *phase = max(100, *requests/10), max(100, *raw/10), max(100*time.Millisecond, *phase/5)
+		*relayRows, *relayLag = max(100, *relayRows/10), max(100*time.Millisecond, *relayLag/5)
 	}
 	cfg, _, err := load(e)
 	if err != nil {
@@ -61,6 +72,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 		MySQL: cfg.MySQL, Redis: cfg.Redis.RedisConfig, AMQPURL: cfg.AMQP.URL, Topology: cfg.AMQP.Topology,
 		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
 		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Phases: only, Progress: e.progress,
+		RelayRows: *relayRows, RelayRate: *relayRate, RelayLag: *relayLag, RelayInterval: *relayInterval,
 	}
 	if *url != "" {
 		if bc.JWTSecret, err = cfg.JWT.Key(); err != nil {

@@ -2,7 +2,8 @@
 // the same run, on the same machine: a bare amqp091 publisher and consumer,
 // go-redis running the deduct script, a batched MySQL insert; then the
 // usage API at several loads, the path from a request to its ledger row,
-// the deduct consumer alone, and what each process spent per request.
+// the deduct consumer alone, the outbox relay's rate and lag, and what each
+// process spent per request or row.
 // Machines are shared and noisy: the ratios of one run are the figures to
 // read, not absolute rates across runs. `islectl bench` runs it.
 package bench
@@ -52,23 +53,30 @@ type Config struct {
 	// removes it afterwards unless Keep.
 	URL       string
 	JWTSecret []byte // the running fleet's token key (with URL)
-	BinDir    string // where api and worker are (own fleet)
+	BinDir    string // where api, worker and relay are (own fleet)
 	Dir       string // where the own fleet's logs go; default a new temporary directory
 	Keep      bool   // keep the own fleet's database, keys and queues
-	Pprof     bool   // own fleet: serve the profiler on the api's and worker's operations addresses
+	Pprof     bool   // own fleet: serve the profiler on the api's, worker's and relay's operations addresses
 
 	Users       int           // users the load spreads over
 	RawMessages int           // messages of each raw RabbitMQ baseline
 	Requests    int           // requests of the end-to-end phase, and messages of the consumer phase
 	Phase       time.Duration // length of each timed load phase
 	E2EInFlight int           // requests in flight in the end-to-end phase
-	Phases      []string      // the phases to run, of Phases; nil for all
-	Progress    io.Writer     // progress lines; nil for none
+	// The relay phase: rows of the backlog it drains; the rate rows are
+	// inserted at, for how long, to measure the lag; and the short poll
+	// interval measured beside the relay's default.
+	RelayRows     int
+	RelayRate     int
+	RelayLag      time.Duration
+	RelayInterval time.Duration
+	Phases        []string  // the phases to run, of Phases; nil for all
+	Progress      io.Writer // progress lines; nil for none
 }
 
 // Phases are the bench's phases, in the order they run. A run of some of
 // them (-phases) compares against the baselines only if it runs them.
-var Phases = []string{"baselines", "usage", "e2e", "consumer"}
+var Phases = []string{"baselines", "usage", "e2e", "consumer", "relay"}
 
 // Rate is a count over a time.
 type Rate struct {
@@ -141,6 +149,7 @@ type Report struct {
 	Usage     []Load    `json:"usage"` // the usage API at 1, 32 and 128 in flight, then at a fixed rate
 	EndToEnd  EndToEnd  `json:"end_to_end"`
 	Consumer  Consumer  `json:"consumer"`
+	Relay     Relay     `json:"relay"`
 	Targets   []Target  `json:"targets"`
 }
 
@@ -169,6 +178,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Requests = cmp.Or(cfg.Requests, RequestsDefault)
 	cfg.Phase = cmp.Or(cfg.Phase, PhaseDefault)
 	cfg.E2EInFlight = cmp.Or(cfg.E2EInFlight, E2EInFlightDefault)
+	cfg.RelayRows = cmp.Or(cfg.RelayRows, RelayRowsDefault)
+	cfg.RelayRate = cmp.Or(cfg.RelayRate, RelayRateDefault)
+	cfg.RelayLag = cmp.Or(cfg.RelayLag, RelayLagDefault)
+	cfg.RelayInterval = cmp.Or(cfg.RelayInterval, RelayIntervalDefault)
 	r := &run{cfg: cfg, id: runID(), began: time.Now(), progress: cmp.Or[io.Writer](cfg.Progress, io.Discard)}
 	r.report = Report{Started: r.began.UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Fleet: "own"}
 	if cfg.URL != "" {
@@ -298,7 +311,7 @@ func (r *run) measure(ctx context.Context) error {
 	for _, p := range []struct {
 		name string
 		run  func(context.Context) error
-	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"consumer", r.consumerAlone}} {
+	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"consumer", r.consumerAlone}, {"relay", r.relay}} {
 		if len(r.cfg.Phases) > 0 && !slices.Contains(r.cfg.Phases, p.name) {
 			continue
 		}
@@ -435,7 +448,7 @@ func (r *run) processes() []process {
 	if r.fleet != nil {
 		return append(procs, r.fleet.processes()...)
 	}
-	return append(procs, findProcesses(map[string]string{"api": "api", "worker": "worker"})...)
+	return append(procs, findProcesses(map[string]string{"api": "api", "worker": "worker", "relay": "relay"})...)
 }
 
 // waitLedger waits until the run's DEDUCT rows number want and returns when

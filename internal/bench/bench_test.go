@@ -53,6 +53,11 @@ func TestTargetsAreCheckedOnTheRunsFigures(t *testing.T) {
 		Usage:    []Load{{Mode: "closed", InFlight: 32, P99ms: 49}, {Mode: "closed", InFlight: 128, P99ms: 400}},
 		EndToEnd: EndToEnd{RatioToRaw: 0.14, CPU: []ProcessCPU{{Process: "api", MsPerRequest: 0.19}}},
 		Consumer: Consumer{RatioToBare: 0.31},
+		Relay: Relay{Drain: RelayDrain{Rows: 20000, BatchSize: 100, PerSecond: 4000, RatioToRawPublish: 0.2, CPU: []ProcessCPU{{Process: "relay", MsPerRequest: 0.05}}},
+			Lag: []RelayLag{
+				{IntervalMs: 3000, Default: true, TargetRPS: 1000, InsertRPS: 990, P50ms: 1500, P99ms: 3100, MaxMs: 3200, CPU: []ProcessCPU{{Process: "relay", MsPerRequest: 0.07}}},
+				{IntervalMs: 100, TargetRPS: 1000, InsertRPS: 995, P50ms: 60, P99ms: 200, MaxMs: 250},
+			}},
 	}
 	got := map[string]bool{}
 	for _, tg := range targets(rep) {
@@ -63,12 +68,18 @@ func TestTargetsAreCheckedOnTheRunsFigures(t *testing.T) {
 		"usage API p99 at 32 in flight (ms)":                                   true,
 		"deduct consumer alone ÷ bare consumer (an ack each, as doc/money.md)": true,
 		"api CPU per request (ms)":                                             true,
-		"bench run (s)":                                                        true,
+		"outbox relay lag p99 at 1,000 rows/s, default interval 3s (ms)":       false,
+		"outbox relay lag p99 at 1,000 rows/s, interval 100ms (ms)":            true,
+		"bench run (s)": true,
 	}, got)
 	var out bytes.Buffer
 	rep.Targets = targets(rep)
 	require.NoError(t, WriteTable(&out, rep))
 	require.Regexp(t, `usage end to end ÷ raw RabbitMQ end to end +0.14 +≥ 0.15 +NOT met`, out.String())
+	require.Regexp(t, `outbox relay lag p99 at 1,000 rows/s, default interval 3s \(ms\) +3100 +≤ 200 +NOT met`, out.String())
+	require.Regexp(t, `outbox relay drain, 20,000 rows, batch 100 .* +4,000 rows/s +0 msg/s raw publish, confirm window 256 +0.200`, out.String())
+	require.Regexp(t, `outbox relay lag at 1,000 rows/s, interval 100ms \(commit to delivery\) +p50 60.0, p99 200.0, p99.9 0.0, max 250.0 ms; 995 rows/s inserted`, out.String())
+	require.Regexp(t, `relay +0.050 +0.070 +-`, out.String(), "the relay's CPU per row: drain, then each lag run")
 }
 
 // rusageCPU is the user and system time of this process by getrusage.

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,7 +28,7 @@ import (
 // startTimeout bounds a binary's start-up, from exec to its "started" line.
 const startTimeout = 60 * time.Second
 
-// binary is one fleet process the bench started: api or worker. Its log
+// binary is one fleet process the bench started: api, worker or relay. Its log
 // goes to a file in the bench's directory.
 type binary struct {
 	name   string
@@ -112,6 +114,14 @@ func (b *binary) field(name string) string {
 	return s
 }
 
+// number is a numeric field of the binary's "started" line; 0 if it has none.
+func (b *binary) number(name string) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, _ := b.started[name].(float64)
+	return n
+}
+
 func (b *binary) pid() int { return b.cmd.Process.Pid }
 
 // stop sends SIGTERM and waits for the exit, killing the process after
@@ -154,8 +164,8 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// fleet is the bench's own api and worker, on a database, key prefix and
-// name prefix of their own.
+// fleet is the bench's own api, worker and outbox relay, on a database,
+// key prefix and name prefix of their own.
 type fleet struct {
 	r      *run
 	dir    string
@@ -164,13 +174,14 @@ type fleet struct {
 	redis  *store.Redis
 	api    *binary
 	worker *binary
+	relay  *binary
 	url    string
 }
 
 // startFleet creates the fleet's database (anew), declares its topology,
-// and starts api and worker from the bench's BinDir.
+// and starts api, worker and relay from the bench's BinDir.
 func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
-	for _, b := range []string{"api", "worker"} {
+	for _, b := range []string{"api", "worker", "relay"} {
 		if _, err := os.Stat(filepath.Join(r.cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("bench: no %s binary in %s (build them: go build -o bin/ ./cmd/...; or -bin DIR): %w", b, r.cfg.BinDir, err)
 		}
@@ -223,6 +234,7 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"API_ADDR=127.0.0.1:0",
 		"API_JWT_SECRET=" + string(r.cfg.JWTSecret),
 		"WORKER_OPS_ADDR=127.0.0.1:0",
+		"RELAY_OPS_ADDR=127.0.0.1:0",
 		"LOG_FORMAT=json",
 	}
 	if r.cfg.Pprof {
@@ -235,11 +247,62 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 	if err := f.startWorker(ctx, "all"); err != nil {
 		return f, err
 	}
-	r.logf("own fleet up: api at %s (pid %d), worker pid %d", f.url, f.api.pid(), f.worker.pid())
+	if err := f.startRelay(ctx, 0); err != nil {
+		return f, err
+	}
+	r.logf("own fleet up: api at %s (pid %d), worker pid %d, relay pid %d (interval %s)", f.url, f.api.pid(), f.worker.pid(), f.relay.pid(), f.relayInterval())
 	if r.cfg.Pprof {
-		r.logf("profiles: http://%s/debug/pprof/ (api), http://%s/debug/pprof/ (worker)", f.api.field("ops"), f.worker.field("ops"))
+		r.logf("profiles: http://%s/debug/pprof/ (api), http://%s/debug/pprof/ (worker), http://%s/debug/pprof/ (relay)",
+			f.api.field("ops"), f.worker.field("ops"), f.relay.field("ops"))
 	}
 	return f, nil
+}
+
+// The relay's variables the bench sets: an empty value is the relay's
+// default, whatever the bench's own environment says.
+const (
+	relayIntervalVar = "OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS"
+	relayBatchVar    = "OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE"
+	relayEnabledVar  = "OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED"
+)
+
+// startRelay starts the outbox relay with its default batch size and, when
+// interval is 0, its default interval (what an operator gets); else with
+// that interval.
+func (f *fleet) startRelay(ctx context.Context, interval time.Duration) error {
+	env := append(slices.Clip(f.env), relayBatchVar+"=", relayEnabledVar+"=", relayIntervalVar+"=")
+	if interval > 0 {
+		env = append(env, relayIntervalVar+"="+strconv.FormatInt(interval.Milliseconds(), 10))
+	}
+	b, err := startBinary(ctx, f.dir, filepath.Join(f.r.cfg.BinDir, "relay"), "relay", env)
+	if err != nil {
+		return err
+	}
+	f.relay = b
+	if f.r.cfg.Pprof && interval > 0 {
+		f.r.logf("relay restarted: profiles at http://%s/debug/pprof/", b.field("ops"))
+	}
+	return nil
+}
+
+// relayInterval is the poll interval the running relay said it started
+// with; 0 if none runs or it did not say.
+func (f *fleet) relayInterval() time.Duration {
+	if f.relay == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(f.relay.field("interval"))
+	return d
+}
+
+// stopRelay stops the relay; it publishes and marks the batches it holds first.
+func (f *fleet) stopRelay() error {
+	if f.relay == nil {
+		return nil
+	}
+	err := f.relay.stop(time.Minute)
+	f.relay = nil
+	return err
 }
 
 // startWorker starts the worker with -handlers handlers.
@@ -273,6 +336,9 @@ func (f *fleet) processes() []process {
 	if f.worker != nil {
 		out = append(out, process{Name: "worker", PID: f.worker.pid()})
 	}
+	if f.relay != nil {
+		out = append(out, process{Name: "relay", PID: f.relay.pid()})
+	}
 	return out
 }
 
@@ -283,7 +349,7 @@ func (f *fleet) remove(keep bool) error {
 	if f.api != nil {
 		errs = append(errs, f.api.stop(time.Minute))
 	}
-	errs = append(errs, f.stopWorker())
+	errs = append(errs, f.stopWorker(), f.stopRelay())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if f.r.db != nil {

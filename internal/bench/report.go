@@ -38,6 +38,9 @@ func targets(rep *Report) []Target {
 			add("api CPU per request (ms)", c.MsPerRequest, fmt.Sprintf("≤ %.1f", goalAPICPU), c.MsPerRequest <= goalAPICPU)
 		}
 	}
+	for _, l := range rep.Relay.Lag {
+		add(relayLagName(l), l.P99ms, fmt.Sprintf("≤ %.0f", goalRelayLagP99), l.P99ms <= goalRelayLagP99)
+	}
 	add("bench run (s)", rep.Seconds, fmt.Sprintf("< %d", goalRunSeconds), rep.Seconds < goalRunSeconds)
 	return out
 }
@@ -51,11 +54,22 @@ func WriteTable(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tIsle\tbaseline\tratio")
 	fmt.Fprintln(tw, "------\t----\t--------\t-----")
-	fmt.Fprintf(tw, "raw RabbitMQ publish, confirm window %d\t\t%s msg/s\t\n", rawConfirmWindow, num(b.RawPublish.PerSecond))
-	fmt.Fprintf(tw, "raw RabbitMQ consume, prefetch %d, multi-ack\t\t%s msg/s\t\n", rawPrefetch, num(b.RawConsume.PerSecond))
-	fmt.Fprintf(tw, "raw RabbitMQ end to end (both at once)\t\t%s msg/s\t\n", num(b.RawEndToEnd.PerSecond))
-	fmt.Fprintf(tw, "Redis deduct.lua via go-redis, %d goroutines\t\t%s calls/s\t\n", redisGoroutines, num(b.RedisDeduct.PerSecond))
-	fmt.Fprintf(tw, "MySQL INSERT, %d rows per statement\t\t%s rows/s\t\n", mysqlBatchRows, num(b.MySQLBatch.PerSecond))
+	// A run of some phases (-phases) prints the figures it measured.
+	for _, f := range []struct {
+		what string
+		rate Rate
+		unit string
+	}{
+		{fmt.Sprintf("raw RabbitMQ publish, confirm window %d", rawConfirmWindow), b.RawPublish, "msg/s"},
+		{fmt.Sprintf("raw RabbitMQ consume, prefetch %d, multi-ack", rawPrefetch), b.RawConsume, "msg/s"},
+		{"raw RabbitMQ end to end (both at once)", b.RawEndToEnd, "msg/s"},
+		{fmt.Sprintf("Redis deduct.lua via go-redis, %d goroutines", redisGoroutines), b.RedisDeduct, "calls/s"},
+		{fmt.Sprintf("MySQL INSERT, %d rows per statement", mysqlBatchRows), b.MySQLBatch, "rows/s"},
+	} {
+		if f.rate.PerSecond > 0 {
+			fmt.Fprintf(tw, "%s\t\t%s %s\t\n", f.what, num(f.rate.PerSecond), f.unit)
+		}
+	}
 	for _, l := range rep.Usage {
 		what := fmt.Sprintf("usage API, %d in flight", l.InFlight)
 		if l.Mode == "rate" {
@@ -64,16 +78,19 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "%s\t%s req/s; p50 %.1f, p99 %.1f, p99.9 %.1f ms%s\t\t\n", what, num(l.RPS), l.P50ms, l.P99ms, l.P999ms, errorsNote(l.Errors))
 	}
 	e := rep.EndToEnd
-	fmt.Fprintf(tw, "usage end to end, %d in flight (first request to last ledger row)\t%s req/s%s\t%s msg/s raw end to end\t%.3f\n",
-		e.InFlight, num(e.PerSecond), errorsNote(e.Errors), num(b.RawEndToEnd.PerSecond), e.RatioToRaw)
+	if e.Requests > 0 {
+		fmt.Fprintf(tw, "usage end to end, %d in flight (first request to last ledger row)\t%s req/s%s\t%s msg/s raw end to end\t%.3f\n",
+			e.InFlight, num(e.PerSecond), errorsNote(e.Errors), num(b.RawEndToEnd.PerSecond), e.RatioToRaw)
+	}
 	c := rep.Consumer
 	if c.Skipped != "" {
 		fmt.Fprintf(tw, "deduct consumer alone\tskipped: %s\t\t\n", c.Skipped)
-	} else {
+	} else if c.Messages > 0 {
 		fmt.Fprintf(tw, "deduct consumer alone (worker -handlers agent-billing)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
 			num(c.PerSecond), num(b.BareConsumer.PerSecond), c.RatioToBare)
 		fmt.Fprintf(tw, "\t\t%s msg/s bare consumer, multi-ack\t%.3f\n", num(b.BareConsumerMultiAck.PerSecond), c.RatioToMulti)
 	}
+	writeRelayRows(tw, rep)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -90,6 +107,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		if c.Skipped == "" && c.Messages > 0 {
 			fmt.Fprintf(w, "deduct consumer alone: worker %.3f ms CPU per message, peak RSS %d MiB\n", c.WorkerCPUms, c.WorkerPeakRSS>>20)
 		}
+	}
+	if err := writeRelayCPU(w, &rep.Relay); err != nil {
+		return err
 	}
 	fmt.Fprintln(w, "\nGoals (issue 10), on this run's figures")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -121,4 +141,70 @@ func num(v float64) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// intervalText prints a poll interval in milliseconds as a duration ("3s").
+func intervalText(msecs float64) string {
+	return time.Duration(msecs * float64(time.Millisecond)).String()
+}
+
+// relayLagWhat names a lag run: its rate and the relay's interval.
+func relayLagWhat(l RelayLag) string {
+	which := "interval"
+	if l.Default {
+		which = "default interval"
+	}
+	return fmt.Sprintf("%s rows/s, %s %s", num(l.TargetRPS), which, intervalText(l.IntervalMs))
+}
+
+func relayLagName(l RelayLag) string {
+	return "outbox relay lag p99 at " + relayLagWhat(l) + " (ms)"
+}
+
+// writeRelayRows adds the relay phase's rows to the main table, if it ran.
+func writeRelayRows(tw io.Writer, rep *Report) {
+	rl := rep.Relay
+	switch {
+	case rl.Skipped != "":
+		fmt.Fprintf(tw, "outbox relay\tskipped: %s\t\t\n", rl.Skipped)
+		return
+	case rl.Drain.Rows == 0:
+		return
+	}
+	d := rl.Drain
+	fmt.Fprintf(tw, "outbox relay drain, %s rows, batch %d (claim, publish confirmed, mark)\t%s rows/s\t%s msg/s raw publish, confirm window %d\t%.3f\n",
+		num(float64(d.Rows)), d.BatchSize, num(d.PerSecond), num(rep.Baselines.RawPublish.PerSecond), rawConfirmWindow, d.RatioToRawPublish)
+	for _, l := range rl.Lag {
+		fmt.Fprintf(tw, "outbox relay lag at %s (commit to delivery)\tp50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f ms; %s rows/s inserted\t\t\n",
+			relayLagWhat(l), l.P50ms, l.P99ms, l.P999ms, l.MaxMs, num(l.InsertRPS))
+	}
+}
+
+// writeRelayCPU prints the CPU per row of the relay phase's processes:
+// draining the backlog, and in each lag run.
+func writeRelayCPU(w io.Writer, rl *Relay) error {
+	if len(rl.Drain.CPU) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCPU during the relay phase, ms per row (the lag runs' bench and MariaDB include inserting each row in its own transaction)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "process\tdrain\t")
+	for _, l := range rl.Lag {
+		fmt.Fprintf(tw, "lag, interval %s\t", intervalText(l.IntervalMs))
+	}
+	fmt.Fprintln(tw)
+	for _, p := range rl.Drain.CPU {
+		fmt.Fprintf(tw, "%s\t%.3f\t", p.Process, p.MsPerRequest)
+		for _, l := range rl.Lag {
+			v := "-"
+			for _, q := range l.CPU {
+				if q.Process == p.Process {
+					v = fmt.Sprintf("%.3f", q.MsPerRequest)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }

@@ -1,0 +1,464 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"gorm.io/gorm"
+)
+
+// Defaults of the relay phase's Config fields.
+const (
+	RelayRowsDefault     = 20_000
+	RelayRateDefault     = 1_000
+	RelayLagDefault      = 10 * time.Second
+	RelayIntervalDefault = 100 * time.Millisecond
+)
+
+// The relay phase's settings.
+const (
+	// relayDomain is the domain of the bench's outbox rows: payment
+	// receipts are what the outbox was built for (a payment consumer writes
+	// its receipt message in the payment's transaction), and no consumer of
+	// Isle takes their queue, so the bench alone reads it and the worker
+	// keeps running.
+	relayDomain = topology.DomainPaymentReceipt
+	// relayWriteBatch is the rows per transaction of the burst, written by
+	// relayWriters goroutines; the lag's rows are one per transaction.
+	relayWriteBatch = 500
+	relayWriters    = 8
+	// relayLagWriters are the goroutines that insert the lag's rows as their
+	// times come: enough that a slow commit does not delay the next row.
+	relayLagWriters = 32
+	// goalRelayLagP99 is the lag the outbox relay is to keep at 1,000 rows/s.
+	goalRelayLagP99 = 200.0 // ms
+)
+
+// Relay is the outbox relay: draining a backlog, and the lag of rows
+// written at a fixed rate, each in its own transaction.
+type Relay struct {
+	Skipped string     `json:"skipped,omitempty"`
+	Domain  string     `json:"domain,omitempty"` // the outbox rows' topology domain
+	Drain   RelayDrain `json:"drain"`
+	Lag     []RelayLag `json:"lag"` // at the relay's default interval, then at a short one
+}
+
+// RelayDrain is the relay publishing a backlog of rows written while it was
+// stopped: from the first row it published to the last.
+type RelayDrain struct {
+	Rows               int64        `json:"rows"`
+	Seconds            float64      `json:"seconds"`
+	PerSecond          float64      `json:"per_second"`           // rows published (confirmed and marked) per second
+	RatioToRawPublish  float64      `json:"ratio_to_raw_publish"` // ÷ the raw publisher with a confirm window
+	WritePerSecond     float64      `json:"write_per_second"`     // the backlog's writing, for scale
+	IntervalMs         float64      `json:"interval_ms"`          // the relay's poll interval
+	CPU                []ProcessCPU `json:"cpu"`                  // MsPerRequest is per row
+	BatchSize          int          `json:"batch_size"`           // rows per claim, the relay's default
+	FirstPublishedRows int64        `json:"first_published_rows"` // the first batch's, before the timing began
+}
+
+// RelayLag is one run of rows inserted at a fixed rate: each row's lag is
+// the time from its transaction's commit to its message's delivery to a
+// consumer of the queue (claim, publish, confirm, mark and delivery).
+type RelayLag struct {
+	IntervalMs float64      `json:"interval_ms"` // the relay's poll interval in this run
+	Default    bool         `json:"default"`     // the relay's default interval
+	TargetRPS  float64      `json:"target_rps"`
+	Rows       int64        `json:"rows"`       // inserted and committed
+	InsertRPS  float64      `json:"insert_rps"` // the rate they were committed at
+	Delivered  int64        `json:"delivered"`  // their messages delivered (each counted once)
+	Duplicates int64        `json:"duplicates"` // deliveries of a row already delivered
+	Seconds    float64      `json:"seconds"`    // of inserting
+	P50ms      float64      `json:"p50_ms"`
+	P99ms      float64      `json:"p99_ms"`
+	P999ms     float64      `json:"p999_ms"`
+	MaxMs      float64      `json:"max_ms"`
+	CPU        []ProcessCPU `json:"cpu"` // MsPerRequest is per row; from the first insert to the last delivery
+}
+
+// relayRows names the rows of one part of the phase: their message keys and
+// order numbers are tag's, with the row's number after it.
+type relayRows struct {
+	r   *run
+	d   topology.Domain
+	tag string
+}
+
+func (rr relayRows) key(i int) string { return rr.r.id + "-" + rr.tag + "-" + strconv.Itoa(i) }
+
+// enqueue writes row i into the outbox inside tx, as a business
+// transaction does (store.EnqueueMessage).
+func (rr relayRows) enqueue(tx *gorm.DB, i int) error {
+	amount := int32(100 + i%9900)
+	m := topology.PaymentReceiptDispatch{
+		TraceID: rr.key(i), Email: fmt.Sprintf("isle-bench-%03d@example.com", i%200), OutTradeNo: rr.key(i),
+		Channel: "ALIPAY", TransactionID: "2025" + strconv.Itoa(1_000_000_000+i), AmountFen: &amount, Currency: "CNY",
+		ProductCode: "isle-bench-credits", PaidAt: topology.LocalDateTime{Time: time.Now()},
+	}
+	e, err := store.EnqueueMessage(tx, rr.d, m, "isle-bench:"+rr.key(i), rr.key(i), 0)
+	if err == nil && !e.Added {
+		err = fmt.Errorf("bench: outbox row %s was there already", rr.key(i))
+	}
+	return err
+}
+
+// index is the row number of a delivered message of these rows, or -1.
+func (rr relayRows) index(body []byte) int {
+	var m struct {
+		OutTradeNo string `json:"outTradeNo"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return -1
+	}
+	n, ok := strings.CutPrefix(m.OutTradeNo, rr.r.id+"-"+rr.tag+"-")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil {
+		return -1
+	}
+	return i
+}
+
+// relay measures the outbox relay of the own fleet: the rows/s it drains a
+// backlog at, against the raw publisher, then the lag at a fixed rate at
+// its default interval and at a short one.
+func (r *run) relay(ctx context.Context) error {
+	rep := &r.report.Relay
+	if r.fleet == nil {
+		rep.Skipped = "needs the bench's own fleet: it stops and starts the relay"
+		r.logf("outbox relay: skipped (%s)", rep.Skipped)
+		return nil
+	}
+	d, ok := r.tp.Domain(relayDomain)
+	if !ok {
+		return fmt.Errorf("bench: the topology has no domain %s", relayDomain)
+	}
+	rep.Domain = d.Name
+	if err := r.rawPublishBaseline(ctx); err != nil {
+		return err
+	}
+	conn, err := amqp.Dial(r.cfg.AMQPURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := emptyUnconsumed(conn, d.Queue); err != nil {
+		return err
+	}
+	if err := r.relayDrain(ctx, d); err != nil {
+		return err
+	}
+	if err := emptyUnconsumed(conn, d.Queue); err != nil {
+		return err
+	}
+	for _, interval := range []time.Duration{0, r.cfg.RelayInterval} {
+		if interval > 0 || r.fleet.relay == nil {
+			if err := r.fleet.stopRelay(); err != nil {
+				return err
+			}
+			if err := r.fleet.startRelay(ctx, interval); err != nil {
+				return err
+			}
+		}
+		l, err := r.relayLag(ctx, conn, d, interval == 0, len(rep.Lag))
+		if err != nil {
+			return err
+		}
+		rep.Lag = append(rep.Lag, l)
+	}
+	return nil
+}
+
+// rawPublishBaseline takes the raw publish baseline the relay's rate is
+// compared with, unless the baselines phase took it in this run.
+func (r *run) rawPublishBaseline(ctx context.Context) error {
+	b := &r.report.Baselines
+	if b.RawPublish.PerSecond > 0 {
+		return nil
+	}
+	q := r.rawQueue()
+	if err := declareRawQueue(r.cfg.AMQPURL, q); err != nil {
+		return fmt.Errorf("bench: declare %s: %w", q, err)
+	}
+	defer func() { _ = deleteQueues(r.cfg.AMQPURL, q) }()
+	took, err := rawPublish(ctx, r.cfg.AMQPURL, "", q, r.cfg.RawMessages, r.rawBody)
+	if err != nil {
+		return fmt.Errorf("bench: raw publish: %w", err)
+	}
+	b.RawPublish = rateOf(int64(r.cfg.RawMessages), took)
+	r.logf("raw RabbitMQ publish, confirm window %d: %.0f msg/s (the relay's baseline)", rawConfirmWindow, b.RawPublish.PerSecond)
+	return nil
+}
+
+// emptyUnconsumed purges queue, after checking nothing else consumes it.
+func emptyUnconsumed(conn *amqp.Connection, queue string) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("bench: %s: %w", queue, err)
+	}
+	if q.Consumers > 0 {
+		return fmt.Errorf("bench: %s has %d consumers: the relay phase must be its only reader", queue, q.Consumers)
+	}
+	_, err = ch.QueuePurge(queue, false)
+	return err
+}
+
+// relayDrain stops the relay, writes RelayRows outbox rows, starts the
+// relay (its defaults) and times it from the first row it published to the
+// last; the CPU of the relay, MariaDB and RabbitMQ is per row.
+func (r *run) relayDrain(ctx context.Context, d topology.Domain) error {
+	dr := &r.report.Relay.Drain
+	if err := r.fleet.stopRelay(); err != nil {
+		return err
+	}
+	n := r.cfg.RelayRows
+	rows := relayRows{r: r, d: d, tag: "drain"}
+	began := time.Now()
+	if err := writeBurst(ctx, r.db, n, rows.enqueue); err != nil {
+		return err
+	}
+	dr.WritePerSecond = float64(n) / time.Since(began).Seconds()
+	r.logf("outbox relay: wrote %d %s rows with the relay stopped (%.0f rows/s, %d per transaction)", n, d.Name, dr.WritePerSecond, relayWriteBatch)
+	if err := r.fleet.startRelay(ctx, 0); err != nil {
+		return err
+	}
+	dr.IntervalMs = ms(r.fleet.relayInterval())
+	dr.BatchSize = int(r.fleet.relay.number("batch"))
+	meter := startCPU(r.relayProcesses())
+	// The bench's database holds no other outbox rows: the rows left are
+	// the backlog's. Each probe reads one entry of the claim index.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var left int
+		err := r.db.WithContext(ctx).Raw("SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)").Scan(&left).Error
+		if err != nil {
+			return fmt.Errorf("bench: outbox rows left: %w", err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: the relay left outbox rows unpublished 5 minutes after it started; its log: %s", r.fleet.relay.log)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	dr.CPU = meter.stop(int64(n))
+	// Timed on the database's clock, from the first batch's mark to the
+	// last's: the rows after the first batch over that time. A mark sets
+	// one NOW(6) for every row of its batch.
+	var span struct {
+		Micros int64 `gorm:"column:micros"`
+		First  int64 `gorm:"column:first"`
+		Rows   int64 `gorm:"column:n"`
+	}
+	err := r.db.WithContext(ctx).Raw(`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(published_at), MAX(published_at)) AS micros,
+		SUM(published_at = (SELECT MIN(published_at) FROM outbox)) AS first, COUNT(*) AS n FROM outbox`).Scan(&span).Error
+	if err != nil {
+		return fmt.Errorf("bench: time the drain: %w", err)
+	}
+	if span.Rows != int64(n) {
+		return fmt.Errorf("bench: the outbox holds %d rows, not the %d written", span.Rows, n)
+	}
+	dr.Rows, dr.FirstPublishedRows = span.Rows, span.First
+	dr.Seconds = float64(span.Micros) / 1e6
+	if span.Micros > 0 {
+		dr.PerSecond = float64(span.Rows-span.First) / dr.Seconds
+	}
+	if raw := r.report.Baselines.RawPublish.PerSecond; raw > 0 {
+		dr.RatioToRawPublish = dr.PerSecond / raw
+	}
+	r.logf("outbox relay drain: %d rows at %.0f rows/s (%.3f× raw publish), batch %d, interval %s", n, dr.PerSecond, dr.RatioToRawPublish,
+		dr.BatchSize, r.fleet.relayInterval())
+	r.logCPU(dr.CPU, "row")
+	return nil
+}
+
+// writeBurst writes n rows with relayWriters goroutines, relayWriteBatch
+// rows per transaction.
+func writeBurst(ctx context.Context, db *gorm.DB, n int, write func(tx *gorm.DB, i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, relayWriters)
+	for w := range relayWriters {
+		wg.Go(func() {
+			for {
+				from := int(next.Add(relayWriteBatch)) - relayWriteBatch
+				if from >= n || ctx.Err() != nil {
+					return
+				}
+				err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+					for i := from; i < min(n, from+relayWriteBatch); i++ {
+						if err := write(tx, i); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return cmpErrors(ctx.Err(), errors.Join(errs...))
+}
+
+func cmpErrors(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relayLag inserts rows at RelayRate for RelayLag, each in a transaction of
+// its own, while a consumer of the queue takes their messages, and records
+// each row's time from commit to delivery.
+func (r *run) relayLag(ctx context.Context, conn *amqp.Connection, d topology.Domain, isDefault bool, k int) (RelayLag, error) {
+	interval := r.fleet.relayInterval()
+	l := RelayLag{IntervalMs: ms(interval), Default: isDefault, TargetRPS: float64(r.cfg.RelayRate)}
+	n := max(1, int(float64(r.cfg.RelayRate)*r.cfg.RelayLag.Seconds()))
+	rows := relayRows{r: r, d: d, tag: "lag" + strconv.Itoa(k)}
+	committed := make([]atomic.Int64, n) // unix nanoseconds; 0: not committed
+	delivered := make([]atomic.Int64, n)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := conn.Channel()
+	if err != nil {
+		return l, err
+	}
+	defer ch.Close()
+	// Auto-ack: the bench only notes when each message arrives.
+	deliveries, err := ch.ConsumeWithContext(ctx, d.Queue, "", true, false, false, false, nil)
+	if err != nil {
+		return l, err
+	}
+	var got, dups atomic.Int64
+	allIn := make(chan struct{})
+	consumed := make(chan error, 1)
+	go func() {
+		for m := range deliveries {
+			now := time.Now().UnixNano()
+			if i := rows.index(m.Body); i >= 0 && i < n {
+				if delivered[i].CompareAndSwap(0, now) {
+					if got.Add(1) == int64(n) {
+						close(allIn)
+					}
+				} else {
+					dups.Add(1)
+				}
+			}
+		}
+		consumed <- errors.New("the delivery channel closed")
+	}()
+
+	meter := startCPU(r.relayProcesses())
+	began := time.Now()
+	todo := make(chan int, relayLagWriters)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range relayLagWriters {
+		wg.Go(func() {
+			for i := range todo {
+				err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return rows.enqueue(tx, i) })
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					continue
+				}
+				committed[i].Store(time.Now().UnixNano())
+			}
+		})
+	}
+	every := time.Second / time.Duration(r.cfg.RelayRate)
+	for i := range n {
+		if wait := time.Until(began.Add(time.Duration(i) * every)); wait > 0 {
+			time.Sleep(wait)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		todo <- i
+	}
+	close(todo)
+	wg.Wait()
+	inserted := time.Since(began)
+	if err, _ := failed.Load().(error); err != nil {
+		return l, fmt.Errorf("bench: insert an outbox row: %w", err)
+	}
+	l.Rows, l.Seconds = int64(n), inserted.Seconds()
+	l.InsertRPS = float64(n) / inserted.Seconds()
+
+	wait := 2*interval + time.Minute
+	select {
+	case <-allIn:
+	case err := <-consumed:
+		return l, fmt.Errorf("bench: the consumer of %s stopped after %d of %d messages: %v", d.Queue, got.Load(), n, err)
+	case <-time.After(wait):
+		return l, fmt.Errorf("bench: %d of %d outbox messages delivered %s after the last insert; the relay's log: %s", got.Load(), n, wait, r.fleet.relay.log)
+	case <-ctx.Done():
+		return l, ctx.Err()
+	}
+	l.CPU = meter.stop(int64(n))
+	h := newHistogram()
+	for i := range n {
+		_ = h.RecordValue(max(0, delivered[i].Load()-committed[i].Load()) / int64(time.Microsecond))
+	}
+	l.Delivered, l.Duplicates = got.Load(), dups.Load()
+	l.P50ms, l.P99ms, l.P999ms, l.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000,
+		float64(h.ValueAtQuantile(99.9))/1000, float64(h.Max())/1000
+	which := "short"
+	if isDefault {
+		which = "default"
+	}
+	r.logf("outbox relay lag at %d rows/s (%.0f inserted/s), %s interval %s: commit to delivery p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		r.cfg.RelayRate, l.InsertRPS, which, interval, l.P50ms, l.P99ms, l.MaxMs)
+	r.logCPU(l.CPU, "row")
+	cancel()
+	<-consumed
+	return l, nil
+}
+
+// relayProcesses are the processes the relay's rows cost CPU in: the relay,
+// MariaDB and RabbitMQ, and the bench, which writes and consumes them.
+func (r *run) relayProcesses() []process {
+	var out []process
+	for _, p := range r.processes() {
+		if p.Name != "api" && p.Name != "worker" && p.Name != "redis" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *run) logCPU(cpu []ProcessCPU, per string) {
+	for _, c := range cpu {
+		r.logf("  %-8s %.2f cores, %.3f ms CPU per %s, peak RSS %d MiB", c.Process, c.Cores, c.MsPerRequest, per, c.PeakRSSBytes>>20)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
