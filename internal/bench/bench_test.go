@@ -69,9 +69,8 @@ func TestTargetsAreCheckedOnTheRunsFigures(t *testing.T) {
 		"deduct consumer alone ÷ bare consumer (an ack each, as doc/money.md)": true,
 		"api CPU per request (ms)":                                             true,
 		"outbox relay lag p99 at 1,000 rows/s, default interval 3s (ms)":       false,
-		"outbox relay lag p99 at 1,000 rows/s, interval 100ms (ms)":            true,
 		"bench run (s)": true,
-	}, got)
+	}, got, "the lag at a second interval is a comparison, not a goal")
 	var out bytes.Buffer
 	rep.Targets = targets(rep)
 	require.NoError(t, WriteTable(&out, rep))

@@ -22,7 +22,7 @@ const (
 	RelayRowsDefault     = 20_000
 	RelayRateDefault     = 1_000
 	RelayLagDefault      = 10 * time.Second
-	RelayIntervalDefault = 100 * time.Millisecond
+	RelayIntervalDefault = 3 * time.Second // the seed's, beside the relay's own default
 )
 
 // The relay phase's settings.
@@ -164,6 +164,9 @@ func (r *run) relay(ctx context.Context) error {
 		return err
 	}
 	for _, interval := range []time.Duration{0, r.cfg.RelayInterval} {
+		if interval > 0 && interval == r.fleet.relayInterval() {
+			break // the default run measured it
+		}
 		if interval > 0 || r.fleet.relay == nil {
 			if err := r.fleet.stopRelay(); err != nil {
 				return err
