@@ -39,4 +39,6 @@ var (
 	cacheFillScript    = script("cache_fill.lua")
 	banApplyScript     = script("ban_apply.lua")
 	banSwapScript      = script("ban_swap.lua")
+	codeIssueScript    = script("code_issue.lua")
+	codeCheckScript    = script("code_check.lua")
 )
