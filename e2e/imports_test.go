@@ -62,6 +62,8 @@ func TestImportGraph(t *testing.T) {
 		"internal/lease":       {},
 		"internal/ratelimit":   {},
 		"internal/objstore":    {},
+		// Gateway callback verification: the standard library and the contract.
+		"internal/paynotify":   {"topology"},
 		"store":                {"store/keys", "internal/groupcommit", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
@@ -97,4 +99,19 @@ func TestImportGraph(t *testing.T) {
 		}
 	}
 	require.Contains(t, imports, "store", "the graph was read")
+}
+
+// Payment callbacks are verified with the standard library, not a payment
+// SDK (issue 12): internal/paynotify imports nothing outside it but the
+// contract.
+func TestPaynotifyImportsOnlyTheStandardLibrary(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../internal/paynotify").Output()
+	require.NoError(t, err)
+	imports := strings.Fields(string(out))
+	require.Contains(t, imports, "crypto/rsa", "the imports were read")
+	for _, imp := range imports {
+		first, _, _ := strings.Cut(imp, "/")
+		require.True(t, imp == module+"topology" || !strings.Contains(first, "."), "internal/paynotify imports %s", imp)
+	}
 }
