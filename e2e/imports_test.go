@@ -62,6 +62,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/lease":       {},
 		"internal/ratelimit":   {},
 		"internal/objstore":    {},
+		"internal/mail":        {},
 		"store":                {"store/keys", "internal/groupcommit", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
