@@ -64,6 +64,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/objstore":    {},
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
+		"internal/mail":        {},
 		"store":                {"store/keys", "internal/groupcommit", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
