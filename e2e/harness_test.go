@@ -62,6 +62,7 @@ func newFleetEnv(t *testing.T, dsn string) fleetEnv {
 		"OBJECT_STORE_SOURCE_URL":       "file://" + objects + "/source",
 		"OBJECT_REPLICATION_TARGET_URL": "file://" + objects + "/replica",
 		"IDENTITY_MATERIAL_STORE_URL":   "file://" + objects + "/identity",
+		"EMAIL_MAILER_URL":              "file://" + objects + "/mail?from=no-reply%40isle.test",
 		"MYSQL_DSN":                     c.FormatDSN(),
 		"REDIS_HOST":                    host,
 		"REDIS_PORT":                    port,

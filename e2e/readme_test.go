@@ -52,6 +52,7 @@ func TestREADMEExamples(t *testing.T) {
 		`isle_http_requests_total{method="GET",route="/healthz",status="200"}`,
 		"pricing of gpt-demo set",
 		`{"requestId":"demo-1","costFen":"4.80000000","costMicroFen":480000000,"deductedFen":"4.80000000","balanceFen":"95.20000000","replayed":false,"ledger":"queued"}`,
+		`"sent":true`,
 		`"kind":"avatar"`,
 		`"sizeBytes":16`,
 		`"replication":"queued"`,
@@ -61,6 +62,18 @@ func TestREADMEExamples(t *testing.T) {
 	}
 	// The worker may have written the deduction by the time of the read.
 	require.Regexp(t, `\{"username":"alice","balanceFen":"95.20000000","pendingFen":"(4.80000000|0.00000000)"\}`, got)
+
+	// The code was mailed by the worker: an .eml in the fleet's mail directory.
+	mailDir := strings.TrimPrefix(strings.SplitN(e["EMAIL_MAILER_URL"], "?", 2)[0], "file://")
+	require.Eventually(t, func() bool {
+		files, _ := filepath.Glob(filepath.Join(mailDir, "*.eml"))
+		for _, f := range files {
+			if raw, err := os.ReadFile(f); err == nil && strings.Contains(string(raw), "alice@example.com") {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "the verification code's mail")
 
 	// islectl users ban reaches the API's check.
 	out, code = islectl(t, e, "users", "ban", "alice", "-reason", "test")

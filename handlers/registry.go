@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
@@ -21,6 +22,7 @@ type Deps struct {
 	Log    *slog.Logger // each consumer logs with handler=<its name>
 
 	Stores      Stores        // the object stores
+	Mailer      mail.Mailer   // verification codes and receipts
 	CopyTimeout time.Duration // one replication copy's limit; 0 = none
 }
 
@@ -41,12 +43,12 @@ var Consumers = []Consumer{
 	{topology.DomainAgentUsageStats, usageStatsConsumer, true},
 	{topology.DomainObjectReplication, objectReplicationConsumer, false},
 	{topology.DomainIdentityMaterial, identityMaterialConsumer, false},
+	{topology.DomainEmail, emailCodeConsumer, false},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
 // why: a domain of the contract is in Consumers or here, never in neither.
 var NotConsumed = map[string]string{
-	topology.DomainEmail:          "no consumer in Isle yet: the email dispatch consumer is built with the email domain",
 	topology.DomainPaymentNotify:  "no consumer in Isle yet: built with the payments domain",
 	topology.DomainPaymentReceipt: "no consumer in Isle yet: built with the payments domain",
 	topology.DomainMiniGameScore:  "no consumer in Isle yet: built with the mini game",

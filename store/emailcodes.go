@@ -147,3 +147,12 @@ func scriptPair(res []any) (string, int64, error) {
 	}
 	return s, n, nil
 }
+
+// Cancel withdraws the code issued for email in scene and its cooldown (the
+// caller could not send it), so a new one may be asked for at once; the
+// hourly and daily counts keep it.
+func (c *EmailCodes) Cancel(ctx context.Context, scene, email string) error {
+	addr := NormalizeEmail(email)
+	k := c.r.Keys()
+	return c.r.Client(keys.VerifyCode.DB).Del(ctx, k.Key(keys.VerifyCode, scene, addr), k.Key(keys.VerifyCooldown, scene, addr)).Err()
+}

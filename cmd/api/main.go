@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
+		CodePepper: []byte(cfg.HTTP.CodePepper),
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
 		Billing: charges, Objects: stores.Source,

@@ -59,7 +59,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	selected, err := selectRoutes(routes(deps, flow, w, stores, cfg.Worker, log), *handlerSpec)
+	mailer, err := app.OpenMailer(cfg.Mail)
+	if err != nil {
+		return err
+	}
+	selected, err := selectRoutes(routes(deps, flow, w, stores, mailer, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}

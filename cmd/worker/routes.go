@@ -10,6 +10,7 @@ import (
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,10 +45,11 @@ func (w *writers) close() {
 // each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
 // The consumers that take batches get up to WORKER_BATCH deliveries a call,
 // with a prefetch that keeps the next batch at hand.
-func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores, cfg config.WorkerSection, log *slog.Logger) map[string]messaging.Route {
+func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection,
+	log *slog.Logger) map[string]messaging.Route {
 	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log,
 		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
-		CopyTimeout: cfg.SourceFetchTimeout}
+		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer}
 	out := map[string]messaging.Route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
 		if r.DLQ {

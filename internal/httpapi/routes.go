@@ -22,6 +22,10 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodGet, Path: "/openapi.json", Handle: s.openAPI},
 		{Method: http.MethodGet, Path: "/v1/me", Roles: Roles, Handle: s.me},
 
+		// Email verification codes (emailcodes.go).
+		{Method: http.MethodPost, Path: "/v1/auth/email-codes", MaxBody: emailCodeMaxBody, Handle: s.sendEmailCode},
+		{Method: http.MethodPost, Path: "/v1/auth/email-codes/verify", MaxBody: emailCodeMaxBody, Handle: s.verifyEmailCode},
+
 		// Agent billing (agent.go).
 		{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: agentUsageMaxBody, Handle: s.agentUsage},
 		{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance},

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -33,6 +35,8 @@ type Config struct {
 
 	AvatarMaxBytes    int64 // largest avatar upload
 	WallpaperMaxBytes int64 // largest wallpaper upload
+
+	CodePepper []byte // the key of the email codes' HMAC; default one derived from JWTSecret
 }
 
 // Deps are the services the platform and its endpoints use. cmd/api builds
@@ -88,6 +92,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	cfg.BanCheckInterval = cmp.Or(cfg.BanCheckInterval, BanCheckIntervalDefault)
 	cfg.AvatarMaxBytes = cmp.Or(cfg.AvatarMaxBytes, AvatarMaxBytesDefault)
 	cfg.WallpaperMaxBytes = cmp.Or(cfg.WallpaperMaxBytes, WallpaperMaxBytesDefault)
+	if len(cfg.CodePepper) == 0 {
+		cfg.CodePepper = derivePepper(cfg.JWTSecret)
+	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -169,3 +176,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) now() time.Time { return s.deps.Now() }
+
+// derivePepper is the email codes' HMAC key when none is configured: one
+// derived from the token key, so each deployment has its own without more
+// setup, and neither key can be computed from the other's use.
+func derivePepper(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("isle email code pepper v1"))
+	return m.Sum(nil)
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/objstore"
 )
 
@@ -44,4 +45,19 @@ func OpenStores(o config.Objects) (Stores, error) {
 		return Stores{}, err
 	}
 	return out, nil
+}
+
+// OpenMailer opens the worker's mailer, making the directory of a file://
+// mailer when it is missing.
+func OpenMailer(m config.Mail) (mail.Mailer, error) {
+	if u, err := url.Parse(m.URL); err == nil && u.Scheme == "file" {
+		if err := os.MkdirAll(u.Path, 0o750); err != nil {
+			return nil, fmt.Errorf("mailer: %w", err)
+		}
+	}
+	mailer, err := mail.Open(m.URL, mail.Options{Username: m.Username, Password: m.Password, APIKey: m.APIKey})
+	if err != nil {
+		return nil, fmt.Errorf("mailer: %w", err)
+	}
+	return mailer, nil
 }

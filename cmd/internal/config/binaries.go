@@ -43,6 +43,7 @@ type HTTP struct {
 	MaxBodyBytes      int64
 	TrustProxy        bool
 	BanCheckInterval  time.Duration
+	CodePepper        string // "" = derived from the token key
 }
 
 func loadHTTP(l *loader) HTTP {
@@ -59,6 +60,8 @@ func loadHTTP(l *loader) HTTP {
 		TrustProxy:        l.Bool("API_TRUST_PROXY", false, "Take the client IP (rate limits, replay keys) from X-Forwarded-For: only behind a proxy that sets it."),
 		BanCheckInterval: l.Duration("API_BAN_CHECK_INTERVAL", httpapi.BanCheckIntervalDefault, 100*time.Millisecond, 30*time.Second,
 			"How often the API compares Redis's ban list with MySQL's (user_ban) and rebuilds it when Redis lost bans or came back from an older snapshot; meanwhile MySQL answers the ban check."),
+		CodePepper: l.Secret("EMAIL_CODE_PEPPER", "",
+			"Key of the HMAC that email verification codes are kept as in Redis (verify:code); empty: one derived from the token key. Changing it voids the codes in flight."),
 	}
 }
 
@@ -87,6 +90,7 @@ type Worker struct {
 	AMQP    AMQP
 	Worker  WorkerSection
 	Objects Objects
+	Mail    Mail
 }
 
 // WorkerSection holds the consumer settings.
@@ -134,7 +138,7 @@ func loadWorker(l *loader) WorkerSection {
 }
 
 func loadWorkerConfig(l *loader) Worker {
-	return Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l), Objects: loadObjects(l)}
+	return Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l), Objects: loadObjects(l), Mail: loadMail(l)}
 }
 
 // LoadWorker reads the configuration of cmd/worker.
