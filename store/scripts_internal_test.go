@@ -34,6 +34,8 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 		"ban_apply.lua":     banApplyScript,
 		"ban_swap.lua":      banSwapScript,
 		"cache_fill.lua":    cacheFillScript,
+		"code_check.lua":    codeCheckScript,
+		"code_issue.lua":    codeIssueScript,
 		"deduct.lua":        deductScript,
 		"init_balance.lua":  initBalanceScript,
 		"reset_balance.lua": resetBalanceScript,
