@@ -35,6 +35,10 @@ func (s *Server) routes() []Route {
 			MaxBody: objstore.MaxSizeDefault, Handle: s.uploadObject},
 		{Method: http.MethodGet, Path: "/v1/objects/{id}", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.getObject},
 
+		// Payment orders (payments.go).
+		{Method: http.MethodPost, Path: "/v1/payments/orders", Roles: []Role{RoleUser}, MaxBody: orderMaxBody, Handle: s.createOrder},
+		{Method: http.MethodGet, Path: "/v1/payments/orders/{outTradeNo}", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.getOrder},
+
 		// Identity verification (identity.go).
 		{Method: http.MethodPost, Path: "/v1/identity/verifications/{certifyId}/result", Roles: []Role{RoleService},
 			MaxBody: identityResultMaxBody, Handle: s.identityResult},

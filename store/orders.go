@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/topology"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// The products, channels and statuses of a payment order (SPEC 4.2).
+const (
+	ProductProMonth      = "pro-month"
+	ProductAgentRecharge = "agent-recharge"
+
+	ChannelAlipay = "ALIPAY"
+	ChannelWechat = "WECHAT"
+
+	OrderPending = "PENDING"
+)
+
+// Order limits and lifetimes.
+const (
+	// OrderTTL is how long an order can be paid: expire_at is its creation
+	// plus this.
+	OrderTTL = 30 * time.Minute
+	// ActiveOrderGrace and ReceiptEmailGrace are how long past an order's
+	// expiry its active-order and receipt-email keys live (seed 000, DB 10:
+	// "order expire + 5 min", "order expire + 60 min").
+	ActiveOrderGrace  = 5 * time.Minute
+	ReceiptEmailGrace = 60 * time.Minute
+	// ProMonthPriceDefaultFen is the pro-month price when Redis has none
+	// under payment:pricing:pro-month:amount-fen (the seed's example, 15 yuan).
+	ProMonthPriceDefaultFen = 1500
+	// RechargeMaxFen bounds one agent recharge: 100,000 yuan.
+	RechargeMaxFen = 10_000_000
+	// receiptEmailMax is payment_order.receipt_email's width.
+	receiptEmailMax = 254
+)
+
+// ErrOrderInvalid is returned (wrapped, with the reason) for an order that
+// cannot be created as asked: unknown product or channel, a wrong amount.
+var ErrOrderInvalid = errors.New("store: invalid order")
+
+// ErrOrderLocked is returned when another creation of the same product for
+// the same user holds the creation lock.
+var ErrOrderLocked = errors.New("store: an order is being created for this user and product")
+
+// ErrActiveOrder is returned when the user already has an order waiting
+// to be paid; it names that order.
+type ErrActiveOrder struct {
+	OutTradeNo string
+	ExpireAt   time.Time
+}
+
+func (e *ErrActiveOrder) Error() string {
+	return fmt.Sprintf("store: order %s is still pending until %s", e.OutTradeNo, e.ExpireAt.Format(time.RFC3339))
+}
+
+// Orders are the payment orders: their rows in MySQL (payment_order) and
+// their keys in Redis DB 10 (the creation lock and the order-lifecycle keys
+// of doc/keys.md).
+type Orders struct {
+	db  *gorm.DB
+	r   *Redis
+	now func() time.Time
+}
+
+// NewOrders returns the payment orders of db and r.
+func NewOrders(db *gorm.DB, r *Redis) *Orders { return &Orders{db: db, r: r, now: time.Now} }
+
+// NewOrder is what a user asks to pay for.
+type NewOrder struct {
+	Username     string
+	Product      string // ProductProMonth or ProductAgentRecharge
+	AmountFen    int64
+	Channel      string // ChannelAlipay or ChannelWechat
+	ReceiptEmail string // optional; the caller validates the address
+}
+
+// ProMonthPrice is the price of a pro month in fen: Redis's
+// payment:pricing:pro-month:amount-fen, or ProMonthPriceDefaultFen when it
+// is not set. A value that is not a positive integer is an error, not a
+// price.
+func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
+	v, err := o.r.Client(keys.ProMonthPrice.DB).Get(ctx, o.r.Keys().Key(keys.ProMonthPrice)).Result()
+	if errors.Is(err, redis.Nil) {
+		return ProMonthPriceDefaultFen, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: pro-month price: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("store: pro-month price %q in Redis is not a positive number of fen", v)
+	}
+	return n, nil
+}
+
+func (o *Orders) validate(ctx context.Context, n NewOrder) error {
+	switch {
+	case n.Username == "":
+		return fmt.Errorf("%w: no user", ErrOrderInvalid)
+	case n.Channel != ChannelAlipay && n.Channel != ChannelWechat:
+		return fmt.Errorf("%w: channel %q, want %s or %s", ErrOrderInvalid, n.Channel, ChannelAlipay, ChannelWechat)
+	case len(n.ReceiptEmail) > receiptEmailMax || strings.ContainsAny(n.ReceiptEmail, "\r\n"):
+		return fmt.Errorf("%w: receipt email", ErrOrderInvalid)
+	}
+	switch n.Product {
+	case ProductProMonth:
+		price, err := o.ProMonthPrice(ctx)
+		if err != nil {
+			return err
+		}
+		if n.AmountFen != price {
+			return fmt.Errorf("%w: a pro month costs %d fen, not %d", ErrOrderInvalid, price, n.AmountFen)
+		}
+	case ProductAgentRecharge:
+		if n.AmountFen < 1 || n.AmountFen > RechargeMaxFen {
+			return fmt.Errorf("%w: a recharge is 1 to %d fen, not %d", ErrOrderInvalid, RechargeMaxFen, n.AmountFen)
+		}
+	default:
+		return fmt.Errorf("%w: product %q, want %s or %s", ErrOrderInvalid, n.Product, ProductProMonth, ProductAgentRecharge)
+	}
+	return nil
+}
+
+// NewOutTradeNo draws an order number: the UTC+8 time to the second, then
+// 20 random hex digits (34 characters of [0-9a-f], sortable by creation).
+func NewOutTradeNo(now time.Time) (string, error) {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return now.In(topology.UTC8).Format("20060102150405") + hex.EncodeToString(b[:]), nil
+}
+
+// Create creates a PENDING order payable for OrderTTL, or refuses:
+// ErrOrderInvalid, ErrOrderLocked while another creation for the same user
+// and product runs, *ErrActiveOrder while the user has an unexpired
+// PENDING order. The creation lock is taken with SET NX PX and a UUID and
+// released only if it still holds that UUID (lock_release.lua). One active
+// order per user holds even without the lock (another product, a lock that
+// expired): the check and the insert run in one transaction that locks the
+// user's PENDING rows, so two concurrent creations serialise on MySQL.
+//
+// After the commit it sets the order-lifecycle keys: the user's active
+// order (until expiry + 5 min), the channel (30 days) and the receipt
+// email (until expiry + 60 min). When that fails the order exists and is
+// returned along with the error.
+func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
+	if err := o.validate(ctx, n); err != nil {
+		return PaymentOrder{}, err
+	}
+	k := o.r.Keys()
+	c := o.r.Client(keys.OrderCreateLock.DB)
+	lock, token := k.OrderCreateLock(n.Product, n.Username), uuid.NewString()
+	ok, err := c.SetNX(ctx, lock, token, keys.PaymentLockTTL).Result()
+	if err != nil {
+		return PaymentOrder{}, fmt.Errorf("store: order lock: %w", err)
+	}
+	if !ok {
+		return PaymentOrder{}, ErrOrderLocked
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = releaseLock(rctx, c, lock, token) // else it expires in PaymentLockTTL
+	}()
+
+	now := o.now().UTC().Truncate(time.Microsecond)
+	// The active-order key first: one GET usually answers.
+	if no, err := c.Get(ctx, k.Key(keys.ActiveOrder, n.Username)).Result(); err == nil && no != "" {
+		prev, err := o.Get(ctx, no)
+		switch {
+		case err == nil && prev.Status == OrderPending && prev.ExpireAt.After(now):
+			return PaymentOrder{}, &ErrActiveOrder{OutTradeNo: prev.OutTradeNo, ExpireAt: prev.ExpireAt}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return PaymentOrder{}, err
+		}
+	} else if err != nil && !errors.Is(err, redis.Nil) {
+		return PaymentOrder{}, fmt.Errorf("store: active order of %s: %w", n.Username, err)
+	}
+
+	no, err := NewOutTradeNo(now)
+	if err != nil {
+		return PaymentOrder{}, err
+	}
+	row := PaymentOrder{OutTradeNo: no, Username: n.Username, ProductCode: n.Product, AmountFen: n.AmountFen, Currency: "CNY",
+		Channel: n.Channel, Status: OrderPending, ExpireAt: now.Add(OrderTTL), CreatedAt: now, UpdatedAt: now}
+	if n.ReceiptEmail != "" {
+		row.ReceiptEmail = &n.ReceiptEmail
+	}
+	err = sqltx.Transact(ctx, o.db, func(tx *gorm.DB) error {
+		var pending []PaymentOrder
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("out_trade_no", "expire_at").
+			Where("username = ? AND status = ?", n.Username, OrderPending).Order("expire_at DESC").Find(&pending).Error; err != nil {
+			return err
+		}
+		if len(pending) > 0 && pending[0].ExpireAt.After(now) {
+			return &ErrActiveOrder{OutTradeNo: pending[0].OutTradeNo, ExpireAt: pending[0].ExpireAt}
+		}
+		return tx.Omit("id").Create(&row).Error
+	})
+	var active *ErrActiveOrder
+	if errors.As(err, &active) {
+		return PaymentOrder{}, active
+	}
+	if err != nil {
+		return PaymentOrder{}, fmt.Errorf("store: create order for %s: %w", n.Username, err)
+	}
+
+	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, k.Key(keys.ActiveOrder, n.Username), no, row.ExpireAt.Add(ActiveOrderGrace).Sub(now))
+		p.Set(ctx, k.Key(keys.OrderChannel, no), n.Channel, keys.PaymentChannelTTL)
+		if n.ReceiptEmail != "" {
+			p.Set(ctx, k.Key(keys.OrderReceiptEmail, no), n.ReceiptEmail, row.ExpireAt.Add(ReceiptEmailGrace).Sub(now))
+		}
+		return nil
+	})
+	if err != nil {
+		return row, fmt.Errorf("store: order %s created; its Redis keys were not set: %w", no, err)
+	}
+	return row, nil
+}
+
+// Get returns the order numbered outTradeNo, or ErrNotFound.
+func (o *Orders) Get(ctx context.Context, outTradeNo string) (PaymentOrder, error) {
+	var row PaymentOrder
+	err := o.db.WithContext(ctx).Where("out_trade_no = ?", outTradeNo).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, fmt.Errorf("store: order %s: %w", outTradeNo, ErrNotFound)
+	}
+	if err != nil {
+		return row, fmt.Errorf("store: order %s: %w", outTradeNo, err)
+	}
+	return row, nil
+}
+
+// releaseLock deletes a lock taken with token, only if it still holds
+// token: it reports whether it did.
+func releaseLock(ctx context.Context, c *redis.Client, key, token string) (bool, error) {
+	n, err := lockReleaseScript.Run(ctx, c, []string{key}, token).Int()
+	if err != nil {
+		return false, fmt.Errorf("store: release lock %s: %w", key, err)
+	}
+	return n == 1, nil
+}
