@@ -16,6 +16,7 @@ import (
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/paynotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -54,6 +55,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
+	alipay, wechat, err := gateways(cfg.Payments)
+	if err != nil {
+		return err
+	}
 	charges := billing.New(deps.DB, deps.Redis)
 	go charges.WatchPrices(ctx, log)
 	api, err := httpapi.New(httpapi.Config{
@@ -63,7 +68,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		CodePepper: []byte(cfg.HTTP.CodePepper),
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
-		Billing: charges, Objects: stores.Source,
+		Billing: charges, Objects: stores.Source, Alipay: alipay, Wechat: wechat,
 	})
 	if err != nil {
 		return err
@@ -114,4 +119,28 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log.InfoContext(ctx, "api stopped")
 	return nil
+}
+
+// gateways builds the verifiers of the payment gateways that are
+// configured; the others stay nil and their callbacks are refused.
+func gateways(p config.Payments) (*paynotify.AlipayVerifier, *paynotify.WechatVerifier, error) {
+	var (
+		alipay *paynotify.AlipayVerifier
+		wechat *paynotify.WechatVerifier
+		err    error
+	)
+	if p.AlipayConfigured() {
+		alipay, err = paynotify.NewAlipayVerifier(paynotify.AlipayConfig{PublicKey: p.AlipayPublicKey, AppID: p.AlipayAppID, SellerID: p.AlipaySellerID})
+		if err != nil {
+			return nil, nil, fmt.Errorf("PAYMENT_ALIPAY_*: %w", err)
+		}
+	}
+	if p.WechatConfigured() {
+		wechat, err = paynotify.NewWechatVerifier(paynotify.WechatConfig{APIv3Key: p.WechatAPIv3Key, PlatformCerts: p.WechatPlatformCerts,
+			PublicKey: p.WechatPublicKey, PublicKeyID: p.WechatPublicKeyID, MchID: p.WechatMchID, AppID: p.WechatAppID})
+		if err != nil {
+			return nil, nil, fmt.Errorf("PAYMENT_WECHAT_*: %w", err)
+		}
+	}
+	return alipay, wechat, nil
 }

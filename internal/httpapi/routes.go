@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/paynotify"
 )
 
 // agentUsageMaxBody bounds a charge's body: one small JSON record.
@@ -38,6 +39,10 @@ func (s *Server) routes() []Route {
 		// Payment orders (payments.go).
 		{Method: http.MethodPost, Path: "/v1/payments/orders", Roles: []Role{RoleUser}, MaxBody: orderMaxBody, Handle: s.createOrder},
 		{Method: http.MethodGet, Path: "/v1/payments/orders/{outTradeNo}", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.getOrder},
+
+		// Gateway callbacks (paynotify.go): no token; the signature is the proof.
+		{Method: http.MethodPost, Path: "/v1/payments/notify/alipay", MaxBody: paynotify.MaxBodyBytes, Handle: s.alipayNotify},
+		{Method: http.MethodPost, Path: "/v1/payments/notify/wechat", MaxBody: paynotify.MaxBodyBytes, Handle: s.wechatNotify},
 
 		// Identity verification (identity.go).
 		{Method: http.MethodPost, Path: "/v1/identity/verifications/{certifyId}/result", Roles: []Role{RoleService},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/paynotify"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/go-chi/chi/v5"
@@ -44,10 +45,12 @@ type Config struct {
 type Deps struct {
 	DB        *gorm.DB
 	Redis     *store.Redis
-	Publisher *messaging.Publisher // nil: every publish is a 503
-	Billing   Billing              // the agent endpoints' pricing and deduction
-	Topology  *topology.Topology   // the domains messages written to the outbox go to
-	Objects   objstore.Store       // the source store uploads go to; nil: uploads are a 503
+	Publisher *messaging.Publisher      // nil: every publish is a 503
+	Billing   Billing                   // the agent endpoints' pricing and deduction
+	Topology  *topology.Topology        // the domains messages written to the outbox go to
+	Objects   objstore.Store            // the source store uploads go to; nil: uploads are a 503
+	Alipay    *paynotify.AlipayVerifier // nil: Alipay callbacks are refused
+	Wechat    *paynotify.WechatVerifier // nil: WeChat Pay callbacks are refused
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now

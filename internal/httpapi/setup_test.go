@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/paynotify"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -84,7 +86,7 @@ func setup(t *testing.T, o options) *testBundle {
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod, AvatarMaxBytes: o.avatarMax,
 		WallpaperMaxBytes: o.wallMax},
 		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
-			Topology: tp, Objects: b.objects})
+			Topology: tp, Objects: b.objects, Alipay: payKeys(t).alipay, Wechat: payKeys(t).wechat})
 	require.NoError(t, err)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})
@@ -171,4 +173,43 @@ func (b *testBundle) metric(t *testing.T, name string, labels map[string]string)
 		}
 	}
 	return 0
+}
+
+// The gateways' test keys and the verifiers the API trusts, made once.
+const (
+	testAlipayApp = "2021000000000001"
+	testWechatMch = "1900000109"
+)
+
+type gatewayKeys struct {
+	keys   paynotify.TestKeys
+	alipay *paynotify.AlipayVerifier
+	wechat *paynotify.WechatVerifier
+}
+
+var (
+	payKeysOnce sync.Once
+	payKeysVal  gatewayKeys
+	payKeysErr  error
+)
+
+func payKeys(t *testing.T) gatewayKeys {
+	t.Helper()
+	payKeysOnce.Do(func() {
+		k, err := paynotify.GenerateTestKeys()
+		if err != nil {
+			payKeysErr = err
+			return
+		}
+		payKeysVal.keys = k
+		if payKeysVal.alipay, err = paynotify.NewAlipayVerifier(k.AlipayConfig(testAlipayApp, "")); err != nil {
+			payKeysErr = err
+			return
+		}
+		wc := k.WechatCertConfig()
+		wc.MchID = testWechatMch
+		payKeysVal.wechat, payKeysErr = paynotify.NewWechatVerifier(wc)
+	})
+	require.NoError(t, payKeysErr)
+	return payKeysVal
 }

@@ -22,13 +22,14 @@ func load[T any](lookupEnv func(string) (string, bool), f func(*loader) T) (T, e
 
 // API is the configuration of cmd/api.
 type API struct {
-	Log     Log
-	MySQL   store.MySQLConfig
-	Redis   Redis
-	AMQP    AMQP
-	HTTP    HTTP
-	JWT     JWT
-	Objects Objects
+	Log      Log
+	MySQL    store.MySQLConfig
+	Redis    Redis
+	AMQP     AMQP
+	HTTP     HTTP
+	JWT      JWT
+	Objects  Objects
+	Payments Payments
 }
 
 // HTTP is the API server section.
@@ -66,7 +67,7 @@ func loadHTTP(l *loader) HTTP {
 }
 
 func loadAPI(l *loader) API {
-	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l), Objects: loadObjects(l)}
+	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l), Objects: loadObjects(l), Payments: loadPayments(l)}
 	if c.JWT.missing != nil {
 		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
 	}

@@ -1,0 +1,37 @@
+package config
+
+// Payments holds the gateways' keys the API verifies callbacks with
+// (doc/payments.md). A gateway left unconfigured refuses its callbacks.
+type Payments struct {
+	AlipayPublicKey string
+	AlipayAppID     string
+	AlipaySellerID  string
+
+	WechatAPIv3Key      string
+	WechatPlatformCerts string
+	WechatPublicKey     string
+	WechatPublicKeyID   string
+	WechatMchID         string
+	WechatAppID         string
+}
+
+// AlipayConfigured and WechatConfigured say whether a gateway has keys.
+func (p Payments) AlipayConfigured() bool { return p.AlipayPublicKey != "" || p.AlipayAppID != "" }
+
+// WechatConfigured: see AlipayConfigured.
+func (p Payments) WechatConfigured() bool { return p.WechatAPIv3Key != "" }
+
+func loadPayments(l *loader) Payments {
+	return Payments{
+		AlipayPublicKey: l.String("PAYMENT_ALIPAY_PUBLIC_KEY", "", "Alipay's public key (PEM, or the bare base64 its console shows): callbacks are verified against it. Empty: Alipay callbacks are refused."),
+		AlipayAppID:     l.String("PAYMENT_ALIPAY_APP_ID", "", "The app id Alipay callbacks must carry."),
+		AlipaySellerID:  l.String("PAYMENT_ALIPAY_SELLER_ID", "", "The seller id Alipay callbacks must carry; empty: not checked."),
+		WechatAPIv3Key:  l.Secret("PAYMENT_WECHAT_API_V3_KEY", "", "WeChat Pay API v3 key (32 bytes), which decrypts callbacks. Empty: WeChat Pay callbacks are refused."),
+		WechatPlatformCerts: l.String("PAYMENT_WECHAT_PLATFORM_CERTS", "",
+			"WeChat Pay platform certificates (PEM, one or more), chosen by Wechatpay-Serial; or set PAYMENT_WECHAT_PUBLIC_KEY instead, never both."),
+		WechatPublicKey:   l.String("PAYMENT_WECHAT_PUBLIC_KEY", "", "WeChat Pay platform public key (PEM), for public-key mode."),
+		WechatPublicKeyID: l.String("PAYMENT_WECHAT_PUBLIC_KEY_ID", "", "Its id (PUB_KEY_ID_...), which Wechatpay-Serial carries in public-key mode."),
+		WechatMchID:       l.String("PAYMENT_WECHAT_MCH_ID", "", "The merchant id WeChat Pay callbacks must carry; empty: not checked."),
+		WechatAppID:       l.String("PAYMENT_WECHAT_APP_ID", "", "The app id WeChat Pay callbacks must carry; empty: not checked."),
+	}
+}
