@@ -32,9 +32,14 @@ func TestBillingInFlightSeesQueuedAndDeadMessages(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	// A queue the broker has not counted yet (just declared, or statistics
-	// off) is not taken for empty: the gate cannot tell.
-	_, err = gate.DeductionsInFlight(ctx)
-	require.Error(t, err, "no statistics yet")
+	// off) is not taken for empty: the gate cannot tell. The broker's
+	// statistics tick every few seconds, so a tick may land between the
+	// declaration and this call (CI saw it once): then it must say empty.
+	if w, err := gate.DeductionsInFlight(ctx); err == nil {
+		require.Empty(t, w, "just declared, counted already: empty")
+	} else {
+		require.ErrorIs(t, err, rabbitadmin.ErrNoStatistics)
+	}
 	why := func() string {
 		w, err := gate.DeductionsInFlight(ctx)
 		if err != nil {
