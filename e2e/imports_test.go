@@ -65,7 +65,7 @@ func TestImportGraph(t *testing.T) {
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
 		"internal/mail":        {},
-		"store":                {"store/keys", "internal/groupcommit", "internal/sqltx", "topology"},
+		"store":                {"store/keys", "internal/groupcommit", "internal/lease", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
 		"internal/messaging":   {"topology", "internal/correlation"},

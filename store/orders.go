@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -150,7 +150,7 @@ func NewOutTradeNo(now time.Time) (string, error) {
 // ErrOrderInvalid, ErrOrderLocked while another creation for the same user
 // and product runs, *ErrActiveOrder while the user has an unexpired
 // PENDING order. The creation lock is taken with SET NX PX and a UUID and
-// released only if it still holds that UUID (lock_release.lua). One active
+// released only if it still holds that UUID (internal/lease). One active
 // order per user holds even without the lock (another product, a lock that
 // expired): the check and the insert run in one transaction that locks the
 // user's PENDING rows, so two concurrent creations serialise on MySQL.
@@ -165,18 +165,17 @@ func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
 	}
 	k := o.r.Keys()
 	c := o.r.Client(keys.OrderCreateLock.DB)
-	lock, token := k.OrderCreateLock(n.Product, n.Username), uuid.NewString()
-	ok, err := c.SetNX(ctx, lock, token, keys.PaymentLockTTL).Result()
-	if err != nil {
-		return PaymentOrder{}, fmt.Errorf("store: order lock: %w", err)
-	}
-	if !ok {
+	lock, err := lease.Acquire(ctx, c, k.OrderCreateLock(n.Product, n.Username), keys.PaymentLockTTL)
+	switch {
+	case errors.Is(err, lease.ErrHeld):
 		return PaymentOrder{}, ErrOrderLocked
+	case err != nil:
+		return PaymentOrder{}, fmt.Errorf("store: order lock: %w", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_, _ = releaseLock(rctx, c, lock, token) // else it expires in PaymentLockTTL
+		_, _ = lock.Release(rctx) // else it expires in PaymentLockTTL
 	}()
 
 	now := o.now().UTC().Truncate(time.Microsecond)
@@ -246,14 +245,4 @@ func (o *Orders) Get(ctx context.Context, outTradeNo string) (PaymentOrder, erro
 		return row, fmt.Errorf("store: order %s: %w", outTradeNo, err)
 	}
 	return row, nil
-}
-
-// releaseLock deletes a lock taken with token, only if it still holds
-// token: it reports whether it did.
-func releaseLock(ctx context.Context, c *redis.Client, key, token string) (bool, error) {
-	n, err := lockReleaseScript.Run(ctx, c, []string{key}, token).Int()
-	if err != nil {
-		return false, fmt.Errorf("store: release lock %s: %w", key, err)
-	}
-	return n == 1, nil
 }

@@ -41,5 +41,4 @@ var (
 	banSwapScript      = script("ban_swap.lua")
 	codeIssueScript    = script("code_issue.lua")
 	codeCheckScript    = script("code_check.lua")
-	lockReleaseScript  = script("lock_release.lua")
 )

@@ -38,7 +38,6 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 		"code_issue.lua":    codeIssueScript,
 		"deduct.lua":        deductScript,
 		"init_balance.lua":  initBalanceScript,
-		"lock_release.lua":  lockReleaseScript,
 		"reset_balance.lua": resetBalanceScript,
 		"resettle.lua":      resettleScript,
 		"settle.lua":        settleScript,
