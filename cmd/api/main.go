@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer pub.Close()
-	stores, err := app.OpenStores(cfg.Objects)
+	uploads, err := app.OpenStore("source", cfg.Objects.Source, cfg.Objects.MaxBytes()) // the API stores uploads only
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		CodePepper: []byte(cfg.HTTP.CodePepper),
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
-		Billing: charges, Objects: stores.Source, Alipay: alipay, Wechat: wechat,
+		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat,
 	})
 	if err != nil {
 		return err

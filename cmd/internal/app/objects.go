@@ -15,33 +15,42 @@ type Stores struct {
 	Source, Target, Identity objstore.Store
 }
 
-// OpenStores opens the object stores, making the directory of a file://
-// store when it is missing.
-func OpenStores(o config.Objects) (Stores, error) {
-	maxSize := max(o.AvatarMaxBytes, o.WallpaperMaxBytes)
-	open := func(what string, s config.Store) (objstore.Store, error) {
-		if u, err := url.Parse(s.URL); err == nil && u.Scheme == "file" {
-			if err := os.MkdirAll(u.Path, 0o750); err != nil {
-				return nil, fmt.Errorf("%s object store: %w", what, err)
-			}
-		}
-		st, err := objstore.Open(s.URL, s.Options(maxSize))
-		if err != nil {
-			return nil, fmt.Errorf("%s object store: %w", what, err)
-		}
-		return st, nil
+// makeFileDir makes the directory of a file:// URL when it is missing; other
+// URLs are left alone.
+func makeFileDir(rawURL string) error {
+	if u, err := url.Parse(rawURL); err == nil && u.Scheme == "file" {
+		return os.MkdirAll(u.Path, 0o750)
 	}
+	return nil
+}
+
+// OpenStore opens one object store (what names it in errors), taking
+// objects of up to maxSize bytes and making a file:// store's directory.
+func OpenStore(what string, s config.Store, maxSize int64) (objstore.Store, error) {
+	if err := makeFileDir(s.URL); err != nil {
+		return nil, fmt.Errorf("%s object store: %w", what, err)
+	}
+	st, err := objstore.Open(s.URL, s.Options(maxSize))
+	if err != nil {
+		return nil, fmt.Errorf("%s object store: %w", what, err)
+	}
+	return st, nil
+}
+
+// OpenStores opens the three object stores the worker's consumers use.
+func OpenStores(o config.Objects) (Stores, error) {
+	maxSize := o.MaxBytes()
 	var (
 		out Stores
 		err error
 	)
-	if out.Source, err = open("source", o.Source); err != nil {
+	if out.Source, err = OpenStore("source", o.Source, maxSize); err != nil {
 		return Stores{}, err
 	}
-	if out.Target, err = open("replica", o.Target); err != nil {
+	if out.Target, err = OpenStore("replica", o.Target, maxSize); err != nil {
 		return Stores{}, err
 	}
-	if out.Identity, err = open("identity material", o.Identity); err != nil {
+	if out.Identity, err = OpenStore("identity material", o.Identity, maxSize); err != nil {
 		return Stores{}, err
 	}
 	return out, nil
@@ -50,10 +59,13 @@ func OpenStores(o config.Objects) (Stores, error) {
 // OpenMailer opens the worker's mailer, making the directory of a file://
 // mailer when it is missing.
 func OpenMailer(m config.Mail) (mail.Mailer, error) {
-	if u, err := url.Parse(m.URL); err == nil && u.Scheme == "file" {
-		if err := os.MkdirAll(u.Path, 0o750); err != nil {
-			return nil, fmt.Errorf("mailer: %w", err)
-		}
+	u, err := url.Parse(m.URL)
+	if err == nil {
+		u.RawQuery = "" // file:///dir?from=...: the directory is the path
+		err = makeFileDir(u.String())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mailer: %w", err)
 	}
 	mailer, err := mail.Open(m.URL, mail.Options{Username: m.Username, Password: m.Password, APIKey: m.APIKey})
 	if err != nil {

@@ -32,6 +32,9 @@ func (s Store) Options(maxSize int64) objstore.Options {
 	return objstore.Options{MaxSize: maxSize, AccessKey: s.AccessKey, SecretKey: s.SecretKey}
 }
 
+// MaxBytes is the largest object of any kind.
+func (o Objects) MaxBytes() int64 { return max(o.AvatarMaxBytes, o.WallpaperMaxBytes) }
+
 // The default stores: directories, made on start when missing.
 const (
 	ObjectSourceDefault   = "file:///var/tmp/isle/objects/source"
