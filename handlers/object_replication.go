@@ -109,10 +109,7 @@ func (h *ObjectReplication) done(ctx context.Context, task store.ReplicationTask
 // failed records a failed attempt on the task; the message's retry carries
 // on whether or not this write succeeds.
 func (h *ObjectReplication) failed(ctx context.Context, id uint64, cause error) {
-	msg := cause.Error()
-	if len(msg) > 2000 {
-		msg = msg[:2000]
-	}
+	msg := messaging.Clip(cause.Error(), 2000)
 	err := h.db.WithContext(ctx).Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", id, store.TaskDone).Updates(map[string]any{
 		"status": store.TaskFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": msg,
 	}).Error

@@ -84,7 +84,7 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 		r.log.WarnContext(ctx, "outbox row not published", "table", t.name, "id", it.id, "attempts", it.attempts, "retry_in", wait, "err", it.err)
 		fail := r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL,"+
 			" available_at = NOW(6) + INTERVAL ? MICROSECOND WHERE id = ? AND claimed_by = ?",
-			clip(it.err.Error(), 1000), wait.Microseconds(), it.id, claim)
+			messaging.Clip(it.err.Error(), 1000), wait.Microseconds(), it.id, claim)
 		switch {
 		case fail.Error != nil:
 			errs = append(errs, fmt.Errorf("relay: record the failure of %s %d: %w", t.name, it.id, fail.Error))
@@ -164,15 +164,4 @@ func cmpErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// clip shortens s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

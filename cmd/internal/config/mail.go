@@ -2,7 +2,7 @@ package config
 
 import (
 	"net/url"
-	"strings"
+	"slices"
 )
 
 // Mail is the worker's mailer (doc/mail.md): where verification codes and
@@ -26,7 +26,7 @@ func loadMail(l *loader) Mail {
 		Password: l.Secret("EMAIL_SMTP_PASSWORD", "", "SMTP password."),
 		APIKey:   l.Secret("EMAIL_RESEND_API_KEY", "", "API key of a resend:// mailer."),
 	}
-	if u, err := url.Parse(m.URL); err != nil || !strings.Contains("smtp resend file", u.Scheme) || u.Scheme == "" {
+	if u, err := url.Parse(m.URL); err != nil || !slices.Contains([]string{"smtp", "resend", "file"}, u.Scheme) {
 		l.failf("EMAIL_MAILER_URL", m.URL, "want an smtp://, resend:// or file:// URL")
 	}
 	return m

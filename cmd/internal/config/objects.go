@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"net/url"
 
 	"github.com/eisland/isle/internal/objstore"
@@ -95,11 +94,8 @@ func checkStoreURL(v string) error {
 		}
 		return nil
 	case "s3":
-		_, err := objstore.Open(v, objstore.Options{})
-		if err != nil {
-			return fmt.Errorf("%w", err)
-		}
-		return nil
+		_, err := objstore.Open(v, objstore.Options{}) // no I/O: it checks the URL
+		return err
 	}
 	return errors.New("want a file:// or s3:// URL")
 }
