@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -326,14 +327,5 @@ func writeBurst(ctx context.Context, db *gorm.DB, n int, write func(tx *gorm.DB,
 		})
 	}
 	wg.Wait()
-	return cmpErrors(ctx.Err(), errors.Join(errs...))
-}
-
-func cmpErrors(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(ctx.Err(), errors.Join(errs...))
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -50,7 +51,7 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 	if t.prepare != nil {
 		if err := t.prepare(pubCtx, r.db, items); err != nil {
 			for _, it := range items {
-				it.err = cmpErr(it.err, err)
+				it.err = cmp.Or(it.err, err)
 			}
 		}
 	}
@@ -155,13 +156,4 @@ func (r *Relay) backoff(attempts int) time.Duration {
 		d *= 2
 	}
 	return min(d, r.cfg.BackoffMax)
-}
-
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
