@@ -67,7 +67,11 @@ func OpenMySQL(cfg MySQLConfig) (*gorm.DB, error) {
 	sqlDB.SetMaxOpenConns(cmp.Or(cfg.MaxOpenConns, MySQLMaxOpenDefault))
 	sqlDB.SetMaxIdleConns(cmp.Or(cfg.MaxIdleConns, MySQLMaxIdleDefault))
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB}), &gorm.Config{
+	// No RETURNING on MariaDB 10.5+: the statements are MySQL's, and an
+	// INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING answers with the row
+	// whether it inserted it or not, so RowsAffected could not tell a new
+	// row from a duplicate (store.EnqueueMessage, ApplyNotify depend on it).
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, DisableWithReturning: true}), &gorm.Config{
 		SkipDefaultTransaction: true, // single writes need no transaction of their own
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },

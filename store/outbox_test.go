@@ -10,6 +10,7 @@ import (
 
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -113,4 +114,26 @@ func TestOutboxClaimTakesOnlyWhatItLocks(t *testing.T) {
 			require.NoError(t, insert.Commit().Error)
 		})
 	}
+}
+
+// Writing the same key twice adds one row, and the second write says so.
+// (MariaDB 10.5+ answers an INSERT ... RETURNING with the row whether it
+// was inserted or not: the store must not count that as an insert.)
+func TestEnqueueMessageTwiceAddsOnce(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	d, _ := tp.Domain(topology.DomainIdentityMaterial)
+	m := topology.IdentityMaterial{Username: "ivy", CertifyID: "c-1", MaterialInfo: "{}"}
+	first, err := store.EnqueueMessage(db, d, m, "k-1", "", 0)
+	require.NoError(t, err)
+	require.True(t, first.Added)
+	second, err := store.EnqueueMessage(db, d, m, "k-1", "", 0)
+	require.NoError(t, err)
+	require.False(t, second.Added, "the row was there already")
+	require.Equal(t, first.MessageID, second.MessageID)
+	var n int64
+	require.NoError(t, db.Model(&store.OutboxMessage{}).Count(&n).Error)
+	require.EqualValues(t, 1, n)
 }
