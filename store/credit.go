@@ -39,60 +39,88 @@ type CreditResult struct {
 // idempotent: calling it again, also after a crash between the two steps,
 // finishes the work without crediting twice.
 func (b *Balances) Credit(ctx context.Context, c Credit) (CreditResult, error) {
-	db := b.db
-	if c.Username == "" || c.ID == "" || !c.Amount.IsPositive() || c.Amount.Exponent() < -MoneyScale {
-		return CreditResult{}, fmt.Errorf("store: credit %q of %s to %q: want a user, an id and an amount > 0 with at most 8 decimals", c.ID, c.Amount, c.Username)
+	if err := c.check(); err != nil {
+		return CreditResult{}, err
 	}
-	var res CreditResult
 	var row LedgerEntry // the recharge's ledger row, written now or before
-	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
-		accounts, err := lockBalances(tx, []string{c.Username})
-		if err != nil {
-			return err
-		}
-		acct, ok := accounts[c.Username]
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrUnknownUser, c.Username)
-		}
-		existing, err := lockEntryKeys(tx, []EntryKey{{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID}})
-		if err != nil {
-			return err
-		}
-		if len(existing) == 1 {
-			row = existing[0]
-			res = CreditResult{Seq: row.Seq, Settled: row.SettledAt != nil}
-			return nil
-		}
-		acct.Balance, acct.Seq, acct.HotEntries = acct.Balance.Add(c.Amount), acct.Seq+1, acct.HotEntries+1
-		row = LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
-			Source: c.Source, OccurredAt: time.Now().UTC()}
-		if c.Reason != "" {
-			row.Reason = &c.Reason
-		}
-		if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
-			return err
-		}
-		res = CreditResult{Applied: true, Seq: acct.Seq}
-		return setBalances(tx, map[string]account{c.Username: acct}, map[string]bool{c.Username: true})
+	var applied bool
+	err := sqltx.Transact(ctx, b.db, func(tx *gorm.DB) error {
+		var err error
+		row, applied, err = creditTx(tx, c)
+		return err
 	})
 	if err != nil {
 		return CreditResult{}, fmt.Errorf("store: credit %s to %s: %w", c.ID, c.Username, err)
 	}
+	res := CreditResult{Applied: applied, Seq: row.Seq, Settled: row.SettledAt != nil}
 	if res.Settled {
 		return res, nil
 	}
-	// What MySQL holds is settled, not this call's amount: a retry that
-	// names another amount must not credit Redis with it.
-	entry, _ := SettleEntryOf(row)
+	res.Settle, err = b.SettleCredit(ctx, row)
+	return res, err
+}
+
+func (c Credit) check() error {
+	if c.Username == "" || c.ID == "" || !c.Amount.IsPositive() || c.Amount.Exponent() < -MoneyScale {
+		return fmt.Errorf("store: credit %q of %s to %q: want a user, an id and an amount > 0 with at most 8 decimals", c.ID, c.Amount, c.Username)
+	}
+	return nil
+}
+
+// creditTx is Credit's MySQL side inside tx: the RECHARGE row of c and the
+// balance it adds to, unless the row is there already. It returns the row,
+// written now (applied) or before. The caller settles it into the Redis
+// balance after the commit (SettleCredit).
+func creditTx(tx *gorm.DB, c Credit) (row LedgerEntry, applied bool, err error) {
+	if err := c.check(); err != nil {
+		return LedgerEntry{}, false, err
+	}
+	accounts, err := lockBalances(tx, []string{c.Username})
+	if err != nil {
+		return LedgerEntry{}, false, err
+	}
+	acct, ok := accounts[c.Username]
+	if !ok {
+		return LedgerEntry{}, false, fmt.Errorf("%w: %s", ErrUnknownUser, c.Username)
+	}
+	existing, err := lockEntryKeys(tx, []EntryKey{{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID}})
+	if err != nil {
+		return LedgerEntry{}, false, err
+	}
+	if len(existing) == 1 {
+		return existing[0], false, nil
+	}
+	acct.Balance, acct.Seq, acct.HotEntries = acct.Balance.Add(c.Amount), acct.Seq+1, acct.HotEntries+1
+	row = LedgerEntry{Username: c.Username, Kind: LedgerRecharge, EntryID: c.ID, Seq: acct.Seq, AmountFen: c.Amount,
+		Source: c.Source, OccurredAt: time.Now().UTC()}
+	if c.Reason != "" {
+		row.Reason = &c.Reason
+	}
+	if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
+		return LedgerEntry{}, false, err
+	}
+	return row, true, setBalances(tx, map[string]account{c.Username: acct}, map[string]bool{c.Username: true})
+}
+
+// SettleCredit reflects a committed RECHARGE row in the Redis balance, at
+// most once (settle.lua keeps a marker per entry), and marks the row
+// settled. It returns what settle.lua did. On an error the row stays
+// unsettled: calling again, or balance-sync, finishes it.
+func (b *Balances) SettleCredit(ctx context.Context, row LedgerEntry) (string, error) {
+	// What MySQL holds is settled, not what a caller asked for: a retry
+	// that names another amount must not credit Redis with it.
+	entry, ok := SettleEntryOf(row)
+	if !ok || row.Kind != LedgerRecharge {
+		return "", fmt.Errorf("store: settle credit: ledger row %s/%s/%s is not a recharge", row.Username, row.Kind, row.EntryID)
+	}
 	out, err := b.Settle(ctx, entry)
 	if err != nil {
-		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", c.ID, c.Username, err)
+		return "", fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (call again, or balance-sync will): %w", row.EntryID, row.Username, err)
 	}
 	if out[0].Err != nil {
-		return res, fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (balance-sync reports the user): %w", c.ID, c.Username, out[0].Err)
+		return "", fmt.Errorf("store: credit %s to %s is in MySQL; its Redis side is not (balance-sync reports the user): %w", row.EntryID, row.Username, out[0].Err)
 	}
-	res.Settle = out[0].Outcome
-	return res, NewLedger(db).MarkSettled(ctx, EntryKey{c.Username, LedgerRecharge, c.ID})
+	return out[0].Outcome, NewLedger(b.db).MarkSettled(ctx, row.Key())
 }
 
 // Adjust writes an ADJUST ledger row of delta (either sign) with its
