@@ -15,6 +15,7 @@ type PaymentOrder struct {
 	TransactionID *string    `gorm:"column:transaction_id"`
 	ReceiptEmail  *string    `gorm:"column:receipt_email"`
 	PaidAt        *time.Time `gorm:"column:paid_at"`
+	ReceiptSentAt *time.Time `gorm:"column:receipt_sent_at"` // the receipt mail went out
 	ExpireAt      time.Time  `gorm:"column:expire_at"`
 	CreatedAt     time.Time  `gorm:"column:created_at"`
 	UpdatedAt     time.Time  `gorm:"column:updated_at"`
