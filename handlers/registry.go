@@ -21,9 +21,10 @@ type Deps struct {
 	Usage  UsageCounter // store.UsageWriter
 	Log    *slog.Logger // each consumer logs with handler=<its name>
 
-	Stores      Stores        // the object stores
-	Mailer      mail.Mailer   // verification codes and receipts
-	CopyTimeout time.Duration // one replication copy's limit; 0 = none
+	Topology    *topology.Topology // set by Routes
+	Stores      Stores             // the object stores
+	Mailer      mail.Mailer        // verification codes and receipts
+	CopyTimeout time.Duration      // one replication copy's limit; 0 = none
 }
 
 // A Consumer builds the handler of one domain's main queue. One that
@@ -44,14 +45,14 @@ var Consumers = []Consumer{
 	{topology.DomainObjectReplication, objectReplicationConsumer, false},
 	{topology.DomainIdentityMaterial, identityMaterialConsumer, false},
 	{topology.DomainEmail, emailCodeConsumer, false},
+	{topology.DomainPaymentNotify, paymentNotifyConsumer, false},
+	{topology.DomainPaymentReceipt, paymentReceiptConsumer, false},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
 // why: a domain of the contract is in Consumers or here, never in neither.
 var NotConsumed = map[string]string{
-	topology.DomainPaymentNotify:  "no consumer in Isle yet: built with the payments domain",
-	topology.DomainPaymentReceipt: "no consumer in Isle yet: built with the payments domain",
-	topology.DomainMiniGameScore:  "no consumer in Isle yet: built with the mini game",
+	topology.DomainMiniGameScore: "no consumer in Isle yet: built with the mini game",
 }
 
 // A Route is a consumer ready to run: what the worker's -handlers names
@@ -67,6 +68,7 @@ type Route struct {
 // Routes builds every consumer of tp: the main consumer of each domain in
 // Consumers, and the dead-letter consumer of each domain with a DLQ.
 func Routes(tp *topology.Topology, d Deps) []Route {
+	d.Topology = tp
 	var out []Route
 	for _, c := range Consumers {
 		dom, ok := tp.Domain(c.Domain)
@@ -82,4 +84,14 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 		}
 	}
 	return out
+}
+
+// domain is the topology's domain named name; a consumer asks only for
+// domains of the contract, so a missing one is a wiring bug.
+func (d Deps) domain(name string) topology.Domain {
+	dom, ok := d.Topology.Domain(name)
+	if !ok {
+		panic("handlers: the topology lacks domain " + name)
+	}
+	return dom
 }

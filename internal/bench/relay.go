@@ -29,10 +29,10 @@ const (
 // The relay phase's settings.
 const (
 	// relayDomain is the domain of the bench's outbox rows: payment
-	// receipts are what the outbox was built for (a payment consumer writes
-	// its receipt message in the payment's transaction), and no consumer of
-	// Isle takes their queue, so the bench alone reads it and the worker
-	// keeps running.
+	// receipts are what the outbox was built for (the notify consumer
+	// writes its receipt message in the payment's transaction). The worker
+	// consumes their queue, so the phase stops it: the bench alone reads
+	// the queue, and no receipt of a made-up order reaches a mailer.
 	relayDomain = topology.DomainPaymentReceipt
 	// relayWriteBatch is the rows per transaction of the burst, written by
 	// relayWriters goroutines; the lag's rows are one per transaction.
@@ -135,13 +135,17 @@ func (rr relayRows) index(body []byte) int {
 // relay measures the outbox relay of the own fleet: the rows/s it drains a
 // backlog at, against the raw publisher, then the lag at a fixed rate at
 // its default interval and at a short one.
-func (r *run) relay(ctx context.Context) error {
+func (r *run) relay(ctx context.Context) (err error) {
 	rep := &r.report.Relay
 	if r.fleet == nil {
-		rep.Skipped = "needs the bench's own fleet: it stops and starts the relay"
+		rep.Skipped = "needs the bench's own fleet: it stops and starts the relay and the worker"
 		r.logf("outbox relay: skipped (%s)", rep.Skipped)
 		return nil
 	}
+	if err := r.fleet.stopWorker(); err != nil {
+		return err
+	}
+	defer func() { err = cmp.Or(err, r.fleet.startWorker(ctx, "all")) }()
 	d, ok := r.tp.Domain(relayDomain)
 	if !ok {
 		return fmt.Errorf("bench: the topology has no domain %s", relayDomain)

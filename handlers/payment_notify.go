@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+)
+
+// PaymentNotify applies verified gateway notifications to their orders
+// (SPEC 4.2, store.Orders.ApplyNotify): one transition per order, from
+// PENDING only, the benefit granted and the receipt queued in the same
+// transaction, a recharge credited to the Redis balance after the commit.
+// A notification that was not verified, names an unknown order or another
+// channel goes to the DLQ; anything else that fails is retried (15 s × 5).
+type PaymentNotify struct {
+	orders   *store.Orders
+	receipts topology.Domain
+	log      *slog.Logger
+}
+
+// NewPaymentNotify returns the notify consumer; receipts is the domain its
+// receipt messages go to.
+func NewPaymentNotify(orders *store.Orders, receipts topology.Domain, log *slog.Logger) *PaymentNotify {
+	if orders == nil || log == nil || receipts.Name == "" {
+		panic("handlers: NewPaymentNotify: nil dependency")
+	}
+	return &PaymentNotify{orders: orders, receipts: receipts, log: log}
+}
+
+func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	h := NewPaymentNotify(store.NewOrders(d.DB, d.Redis), d.domain(topology.DomainPaymentReceipt), log)
+	return messaging.Each(messaging.Typed(h.Handle))
+}
+
+// Handle applies m.
+func (h *PaymentNotify) Handle(ctx context.Context, m topology.PaymentNotify) error {
+	d, _ := messaging.DeliveryFrom(ctx) // its trace id goes on to the receipt
+	res, err := h.orders.ApplyNotify(ctx, m, h.receipts, d.TraceID)
+	if errors.Is(err, store.ErrUnverified) || errors.Is(err, store.ErrNotifyMismatch) || errors.Is(err, store.ErrNotFound) {
+		h.log.ErrorContext(ctx, "payment notification refused", "channel", m.Channel, "outTradeNo", m.OutTradeNo, "err", err)
+		return messaging.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	attrs := []any{"channel", m.Channel, "outTradeNo", m.OutTradeNo, "transactionId", m.TransactionID,
+		"tradeState", m.TradeState, "outcome", res.Outcome, "status", res.Order.Status}
+	switch res.Outcome {
+	case store.NotifyPaid:
+		if res.ProExpireAt != nil {
+			attrs = append(attrs, "proExpireAt", res.ProExpireAt)
+		}
+		if res.Recharge != nil {
+			attrs = append(attrs, "rechargeFen", res.Recharge.AmountFen.String(), "settle", res.Settle)
+		}
+		if res.NoReceipt != "" {
+			attrs = append(attrs, "noReceipt", res.NoReceipt)
+		}
+		h.log.InfoContext(ctx, "order paid", attrs...)
+	case store.NotifyNotPending:
+		h.log.ErrorContext(ctx, "payment for an order that is not pending: nothing granted, refund it by hand", attrs...)
+	case store.NotifyRefunded:
+		h.log.WarnContext(ctx, "order refunded: its benefit is not taken back automatically", attrs...)
+	default:
+		h.log.InfoContext(ctx, "payment notification", attrs...)
+	}
+	return nil
+}
