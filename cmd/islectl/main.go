@@ -1,5 +1,7 @@
 // Command islectl is the operator's CLI: migrations, the wire contract on the
-// broker, queue depths, dead messages, users, bans, tokens and pricing.
+// broker, queue depths, dead messages, users, bans, tokens and pricing; and,
+// for local development and demos, test payment gateway keys and callbacks
+// signed with them (never for production).
 //
 //	islectl migrate
 //	islectl topology show [-json]
@@ -13,6 +15,9 @@
 //	islectl pricing set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list
 //	islectl token -user NAME [-role user|service|admin] [-ttl 24h]
 //	islectl bench [-url URL] [-json] [-short] [-keep] [-bin DIR]
+//	islectl pay keys [-dir var/paykeys] [-force]
+//	islectl pay simulate -order OUT_TRADE_NO [-channel alipay|wechat] [-amount FEN] [-state SUCCESS|CLOSED|...]
+//	                     [-api URL] [-dir var/paykeys] [-notify-id ID] [-transaction-id ID] [-force]
 //
 // It reads the same environment variables as the fleet (doc/config.md).
 // Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
@@ -81,6 +86,7 @@ func init() {
 		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},
 		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
 		"bench":    {"[-url URL] [-json] [-short]: measure the billing path against raw baselines (doc/performance.md)", runBench},
+		"pay":      {"keys [-dir D] [-force] | simulate -order NO [-channel C] [-amount FEN] [-state S]: local test gateway keys and signed callbacks", runPay},
 	}
 }
 

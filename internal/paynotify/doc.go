@@ -9,5 +9,7 @@
 // the order (AmountMatches) and whether the order exists are theirs to ask.
 //
 // GenerateTestKeys, SignAlipay, SignWechat and EncryptWechatResource are the
-// exact inverse of the verifiers, for tests and `islectl pay simulate`.
+// exact inverse of the verifiers, for tests and `islectl pay simulate`;
+// TestKeys.Text and ParseTestKeys turn test keys into text and back, for
+// the files `islectl pay keys` writes.
 package paynotify

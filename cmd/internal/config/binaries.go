@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +51,7 @@ type HTTP struct {
 
 func loadHTTP(l *loader) HTTP {
 	return HTTP{
-		Addr: l.String("API_ADDR", ":8080", "Address the API listens on."),
+		Addr: loadAPIAddr(l),
 		OpsAddr: l.OptionalAddr("API_OPS_ADDR", "",
 			"Address of the API's operations endpoint (/healthz, and /debug/pprof/ with PPROF_ENABLED); empty, the default, serves none. The API's own address serves /healthz, /readyz and /metrics."),
 		ReadHeaderTimeout: l.Duration("API_READ_HEADER_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute, "Longest a client may take to send request headers."),
@@ -64,6 +66,12 @@ func loadHTTP(l *loader) HTTP {
 		CodePepper: l.Secret("EMAIL_CODE_PEPPER", "",
 			"Key of the HMAC that email verification codes are kept as in Redis (verify:code); empty: one derived from the token key. Changing it voids the codes in flight."),
 	}
+}
+
+// loadAPIAddr reads the API's address: where it listens, and where
+// islectl pay simulate posts callbacks (APIURL).
+func loadAPIAddr(l *loader) string {
+	return l.String("API_ADDR", ":8080", "Address the API listens on; islectl pay simulate posts to it (on 127.0.0.1 when the host is empty or 0.0.0.0).")
 }
 
 func loadAPI(l *loader) API {
@@ -294,18 +302,34 @@ func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
 	return load(lookupEnv, loadReconcileConfig)
 }
 
-// Islectl is the configuration of cmd/islectl: the connections and the token
-// key, which only islectl token needs (JWT.Key says when it is missing).
+// Islectl is the configuration of cmd/islectl: the connections, the token
+// key, which only islectl token needs (JWT.Key says when it is missing),
+// and the API's address, where islectl pay simulate posts.
 type Islectl struct {
-	Log   Log
-	MySQL store.MySQLConfig
-	Redis Redis
-	AMQP  AMQP
-	JWT   JWT
+	Log     Log
+	MySQL   store.MySQLConfig
+	Redis   Redis
+	AMQP    AMQP
+	JWT     JWT
+	APIAddr string
 }
 
 func loadIslectl(l *loader) Islectl {
-	return Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), JWT: loadJWT(l)}
+	return Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), JWT: loadJWT(l), APIAddr: loadAPIAddr(l)}
+}
+
+// APIURL is the base URL of the API at APIAddr as seen from this machine:
+// an empty or unspecified host (":8080", "0.0.0.0:8080", "[::]:8080") is
+// 127.0.0.1, as scripts/up reaches it.
+func (c Islectl) APIURL() (string, error) {
+	host, port, err := net.SplitHostPort(c.APIAddr)
+	if err != nil {
+		return "", fmt.Errorf("API_ADDR=%q: %w", c.APIAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
 
 // LoadIslectl reads the configuration of cmd/islectl.

@@ -297,3 +297,29 @@ func TestReplicationBackfillSettings(t *testing.T) {
 	require.ErrorContains(t, err, "OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS")
 	require.ErrorContains(t, err, "OBJECT_REPLICATION_RETRY_DELAY_MS")
 }
+
+// islectl pay simulate posts where the API listens, on loopback when the
+// API listens on every interface.
+func TestIslectlAPIURLFollowsAPIAddr(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{
+		"":                "http://127.0.0.1:8080",
+		":9000":           "http://127.0.0.1:9000",
+		"0.0.0.0:8081":    "http://127.0.0.1:8081",
+		"[::]:8082":       "http://127.0.0.1:8082",
+		"10.0.0.5:8080":   "http://10.0.0.5:8080",
+		"[::1]:8080":      "http://[::1]:8080",
+		"api.local:80":    "http://api.local:80",
+		"127.0.0.1:18080": "http://127.0.0.1:18080",
+	} {
+		c, err := config.LoadIslectl(env(map[string]string{"API_ADDR": addr}))
+		require.NoError(t, err)
+		got, err := c.APIURL()
+		require.NoError(t, err, addr)
+		require.Equal(t, want, got, addr)
+	}
+	c, err := config.LoadIslectl(env(map[string]string{"API_ADDR": "8080"}))
+	require.NoError(t, err)
+	_, err = c.APIURL()
+	require.ErrorContains(t, err, `API_ADDR="8080"`)
+}
