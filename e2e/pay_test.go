@@ -26,23 +26,7 @@ func TestPaySimulateAgainstTheAPI(t *testing.T) {
 	e := newFleetEnv(t, storetest.MySQLDSN(t))
 	out, code := islectl(t, e, "migrate")
 	require.Zero(t, code, out)
-	dir := filepath.Join(t.TempDir(), "paykeys")
-	out, code = islectl(t, e, "pay", "keys", "-dir", dir)
-	require.Zero(t, code, out)
-
-	names := []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_ALIPAY_APP_ID", "PAYMENT_WECHAT_API_V3_KEY",
-		"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID"}
-	script := `set -eu; . "$1"; shift; for v in "$@"; do printf '%s\0' "${!v}"; done`
-	cmd := exec.Command("bash", append([]string{"-c", script, "bash", filepath.Join(dir, "payment.env")}, names...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	raw, err := cmd.Output()
-	require.NoError(t, err)
-	values := strings.Split(string(raw), "\x00")
-	require.Len(t, values, len(names)+1)
-	for i, n := range names {
-		require.NotEmpty(t, values[i], n)
-		e[n] = values[i]
-	}
+	dir := payKeys(t, e)
 
 	api := start(t, e, "api")
 	addr := regexp.MustCompile(`"addr":"([^"]+)"`).FindStringSubmatch(api.waitFor(t, 30*time.Second, "api started"))[1]
@@ -83,4 +67,28 @@ func TestPaySimulateAgainstTheAPI(t *testing.T) {
 	out, code = islectl(t, ctl, "pay", "simulate", "-dir", dir, "-order", bob, "-channel", "alipay")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "was made for WECHAT, not ALIPAY")
+}
+
+// payKeys writes test gateway keys with `islectl pay keys` into a temp
+// directory, sets e's PAYMENT_* from its payment.env as bash sources it
+// (as scripts/up does), and returns the directory.
+func payKeys(t *testing.T, e fleetEnv) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "paykeys")
+	out, code := islectl(t, e, "pay", "keys", "-dir", dir)
+	require.Zero(t, code, out)
+	names := []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_ALIPAY_APP_ID", "PAYMENT_WECHAT_API_V3_KEY",
+		"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID"}
+	script := `set -eu; . "$1"; shift; for v in "$@"; do printf '%s\0' "${!v}"; done`
+	cmd := exec.Command("bash", append([]string{"-c", script, "bash", filepath.Join(dir, "payment.env")}, names...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	raw, err := cmd.Output()
+	require.NoError(t, err)
+	values := strings.Split(string(raw), "\x00")
+	require.Len(t, values, len(names)+1)
+	for i, n := range names {
+		require.NotEmpty(t, values[i], n)
+		e[n] = values[i]
+	}
+	return dir
 }
