@@ -41,4 +41,6 @@ var (
 	banSwapScript      = script("ban_swap.lua")
 	codeIssueScript    = script("code_issue.lua")
 	codeCheckScript    = script("code_check.lua")
+	scoreSyncScript    = script("score_sync.lua")
+	scoreBoardScript   = script("score_board_mark.lua")
 )

@@ -31,16 +31,18 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 	calls := regexp.MustCompile(`(^|[^.\w])(` + strings.Join(funcs, "|") + `)\(`)
 
 	loaded := map[string]*redis.Script{
-		"ban_apply.lua":     banApplyScript,
-		"ban_swap.lua":      banSwapScript,
-		"cache_fill.lua":    cacheFillScript,
-		"code_check.lua":    codeCheckScript,
-		"code_issue.lua":    codeIssueScript,
-		"deduct.lua":        deductScript,
-		"init_balance.lua":  initBalanceScript,
-		"reset_balance.lua": resetBalanceScript,
-		"resettle.lua":      resettleScript,
-		"settle.lua":        settleScript,
+		"ban_apply.lua":        banApplyScript,
+		"ban_swap.lua":         banSwapScript,
+		"cache_fill.lua":       cacheFillScript,
+		"code_check.lua":       codeCheckScript,
+		"code_issue.lua":       codeIssueScript,
+		"deduct.lua":           deductScript,
+		"init_balance.lua":     initBalanceScript,
+		"reset_balance.lua":    resetBalanceScript,
+		"resettle.lua":         resettleScript,
+		"settle.lua":           settleScript,
+		"score_sync.lua":       scoreSyncScript,
+		"score_board_mark.lua": scoreBoardScript,
 	}
 	var scripts, users []string
 	// The directory as it is, not the embedded files: a .lua file the embed

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,5 +107,36 @@ func TestLock(t *testing.T) {
 	released, err = other.Release(ctx)
 	require.NoError(t, err)
 	require.True(t, released)
+	require.Zero(t, c.Exists(ctx, key).Val())
+}
+
+func TestAcquireWaitAndCompareAndDelete(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.DBMiniGame)
+	key := r.Keys().Key(keys.ScoreLock, "2048", "7")
+	first, err := lease.Acquire(ctx, c, key, keys.ScoreLockTTL)
+	require.NoError(t, err)
+	_, err = lease.AcquireWait(ctx, c, key, keys.ScoreLockTTL, 30*time.Millisecond)
+	require.ErrorIs(t, err, lease.ErrHeld, "still held when the wait ends")
+
+	got := make(chan error, 1)
+	go func() {
+		l, err := lease.AcquireWait(ctx, c, key, keys.ScoreLockTTL, 10*time.Second)
+		if err == nil && l.Token() == first.Token() {
+			err = errors.New("the same token twice")
+		}
+		got <- err
+	}()
+	released, err := first.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.NoError(t, <-got, "taken once the holder released it")
+
+	require.NoError(t, c.Set(ctx, key, "mine", 0).Err())
+	require.NoError(t, lease.CompareAndDelete(ctx, c, key, "theirs"))
+	require.Equal(t, "mine", c.Get(ctx, key).Val(), "another value is left alone")
+	require.NoError(t, lease.CompareAndDelete(ctx, c, key, "mine"))
 	require.Zero(t, c.Exists(ctx, key).Val())
 }

@@ -48,3 +48,32 @@ func (l *Lock) Release(ctx context.Context) (bool, error) {
 	}
 	return n == 1, nil
 }
+
+// lockPoll is how often AcquireWait tries a held lock again.
+const lockPoll = 10 * time.Millisecond
+
+// AcquireWait is Acquire, trying again while the lock is held, for at most
+// wait; then it returns ErrHeld.
+func AcquireWait(ctx context.Context, c redis.Cmdable, key string, ttl, wait time.Duration) (*Lock, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := Acquire(ctx, c, key, ttl)
+		if !errors.Is(err, ErrHeld) || !time.Now().Before(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(lockPoll, time.Until(deadline))):
+		}
+	}
+}
+
+// CompareAndDelete deletes key if it still holds value (unlock.lua), as a
+// lock's release does: a key another writer set since is left alone.
+func CompareAndDelete(ctx context.Context, c redis.Scripter, key, value string) error {
+	if err := unlockScript.Run(ctx, c, []string{key}, value).Err(); err != nil {
+		return fmt.Errorf("lease: compare and delete %s: %w", key, err)
+	}
+	return nil
+}

@@ -74,6 +74,7 @@ var (
 	Leaderboard         = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
 	UserMeta            = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
 	ScoreSubmitOnce     = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false)
+	ScoreConsumeOnce    = family("mg:score:consume:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false) // set after the work, not before
 	ScoreLock           = family("mg:score:lock:{gameId}:{userId}", DBMiniGame, ScoreLockTTL, false)
 	ScoreSubmitRate     = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	LeaderboardRefresh  = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)

@@ -1,0 +1,240 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+func newScores(t *testing.T) (*store.Scores, *gorm.DB, *store.Redis) {
+	t.Helper()
+	db, r := storetest.MySQL(t), storetest.Redis(t)
+	return store.NewScores(db, r), db, r
+}
+
+func run(user int64, game string, score, dur int64, moves int32) topology.ScoreUpsert {
+	return topology.ScoreUpsert{SubmitID: fmt.Sprintf("s-%d-%s-%d-%d-%d", user, game, score, dur, rand.Int64()), UserID: &user,
+		GameID: game, Score: score, DurationMs: dur, Moves: moves, AchievedAt: time.Now().UnixMilli(), ClientVersion: "1.0"}
+}
+
+// boardOf reads the game's ZSET as member → score.
+func boardOf(t *testing.T, r *store.Redis, game string) map[string]float64 {
+	t.Helper()
+	zs, err := r.Client(keys.DBMiniGame).ZRangeWithScores(t.Context(), r.Keys().Key(keys.Leaderboard, game), 0, -1).Result()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, z := range zs {
+		out[z.Member.(string)] = z.Score
+	}
+	return out
+}
+
+func TestConcurrentRunsKeepTheBestEverywhere(t *testing.T) {
+	t.Parallel()
+	s, _, r := newScores(t)
+	ctx := t.Context()
+	_, err := s.Upsert(ctx, run(7, "2048", 1, 1000, 10))
+	require.NoError(t, err)
+	_, _, err = s.Leaderboard(ctx, "2048", 10) // the board exists from now on: consumers write to it
+	require.NoError(t, err)
+
+	runs := make([]topology.ScoreUpsert, 200)
+	best := runs[0]
+	for i := range runs {
+		runs[i] = run(7, "2048", rand.Int64N(1_000_000), 60_000+int64(i), int32(100+i))
+		if runs[i].Score > best.Score {
+			best = runs[i]
+		}
+	}
+	var wg sync.WaitGroup
+	for _, m := range runs {
+		wg.Go(func() {
+			if _, err := s.Upsert(context.Background(), m); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+
+	row, err := s.Best(ctx, "2048", 7)
+	require.NoError(t, err)
+	require.Equal(t, best.Score, row.Score)
+	require.Equal(t, best.SubmitID, row.SubmitID, "the best run's columns, not another's")
+	require.Equal(t, best.DurationMs, row.DurationMs)
+	require.Equal(t, best.Moves, row.Moves)
+	require.Equal(t, float64(best.Score), boardOf(t, r, "2048")["7"])
+
+	c, k := r.Client(keys.DBMiniGame), r.Keys()
+	meta, err := c.HGetAll(ctx, k.Key(keys.UserMeta, "2048", "7")).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"score": strconv.FormatInt(best.Score, 10), "durationMs": strconv.FormatInt(best.DurationMs, 10),
+		"moves": strconv.Itoa(int(best.Moves)), "achievedAt": strconv.FormatInt(best.AchievedAt, 10)}, meta)
+	require.Equal(t, strconv.FormatInt(best.Score, 10), c.Get(ctx, k.Key(keys.HighScore, "2048", "7")).Val())
+	ttl := c.TTL(ctx, k.Key(keys.UserMeta, "2048", "7")).Val()
+	require.InDelta(t, keys.UserMetaTTL.Seconds(), ttl.Seconds(), 5)
+}
+
+// The seed's consumer set its idempotency key before the work: a first
+// attempt that failed looked done on retry. Here the first attempt times
+// out on a row another transaction holds, and the retry applies it.
+func TestRunWhoseFirstAttemptFailedIsAppliedOnRetry(t *testing.T) {
+	t.Parallel()
+	s, db, r := newScores(t)
+	ctx := t.Context()
+	_, err := s.Upsert(ctx, run(9, "snake", 10, 10_000, 100))
+	require.NoError(t, err)
+
+	tx := db.Begin()
+	var held store.GameScore
+	require.NoError(t, tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("user_id = ?", 9).Take(&held).Error)
+	m := run(9, "snake", 500, 20_000, 400)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = s.Upsert(short, m)
+	cancel()
+	require.Error(t, err, "the row is locked: the first attempt fails after the idempotency check")
+	require.NoError(t, tx.Rollback().Error)
+	require.Zero(t, r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreConsumeOnce, m.SubmitID)).Val(), "not marked done")
+
+	got, err := s.Upsert(ctx, m)
+	require.NoError(t, err)
+	require.False(t, got.Done, "the retry does the work")
+	require.True(t, got.Improved)
+	require.EqualValues(t, 500, got.Best.Score)
+	again, err := s.Upsert(ctx, m)
+	require.NoError(t, err)
+	require.True(t, again.Done, "a delivery after the success is skipped")
+}
+
+func TestLeaderboardRebuiltFromMySQLAfterRedisLosesIt(t *testing.T) {
+	t.Parallel()
+	s, db, r := newScores(t)
+	ctx := t.Context()
+	for u := int64(1); u <= 12; u++ {
+		require.NoError(t, db.Create(&store.UserAccount{Username: fmt.Sprintf("player%02d", u)}).Error)
+		_, err := s.Upsert(ctx, run(u, "tetris", u*1000, 100_000, int32(u*10)))
+		require.NoError(t, err)
+	}
+	storetest.Wipe(t, r) // every key of the game gone
+
+	top, rebuilt, err := s.Leaderboard(ctx, "tetris", 5)
+	require.NoError(t, err)
+	require.True(t, rebuilt)
+	require.Len(t, top, 5)
+	var rows []store.GameScore
+	require.NoError(t, db.Where("game_id = ?", "tetris").Order("score DESC").Limit(5).Find(&rows).Error)
+	for i, e := range top {
+		require.Equal(t, i+1, e.Rank)
+		require.EqualValues(t, rows[i].UserID, e.UserID)
+		require.Equal(t, rows[i].Score, e.Score)
+		require.Equal(t, rows[i].Moves, e.Moves)
+		require.Equal(t, rows[i].AchievedAt, e.AchievedAt)
+		require.Equal(t, fmt.Sprintf("player%02d", e.UserID), e.Username)
+	}
+	require.Len(t, boardOf(t, r, "tetris"), 12, "the whole board, not only the page read")
+
+	_, rebuilt, err = s.Leaderboard(ctx, "tetris", 5)
+	require.NoError(t, err)
+	require.False(t, rebuilt, "built once")
+
+	// A rebuild that died left its sentinel: the next read rebuilds.
+	c, k := r.Client(keys.DBMiniGame), r.Keys()
+	require.NoError(t, c.Del(ctx, k.Key(keys.Leaderboard, "tetris")).Err())
+	require.NoError(t, c.ZAdd(ctx, k.Key(keys.Leaderboard, "tetris"), redis.Z{Score: math.Inf(-1), Member: "~rebuilding"}, redis.Z{Score: 5, Member: "1"}).Err())
+	top, rebuilt, err = s.Leaderboard(ctx, "tetris", 20)
+	require.NoError(t, err)
+	require.True(t, rebuilt)
+	require.Len(t, top, 12)
+	require.NotContains(t, boardOf(t, r, "tetris"), "~rebuilding")
+}
+
+func TestLeaderboardHoldsExactlyTheTop200(t *testing.T) {
+	t.Parallel()
+	s, _, r := newScores(t)
+	ctx := t.Context()
+	for u := int64(1); u <= 230; u++ {
+		_, err := s.Upsert(ctx, run(u, "2048", u*10, 100_000, 1000))
+		require.NoError(t, err)
+	}
+	top, _, err := s.Leaderboard(ctx, "2048", 500)
+	require.NoError(t, err)
+	require.Len(t, top, 200)
+	require.EqualValues(t, 230, top[0].UserID)
+	require.EqualValues(t, 31, top[199].UserID)
+
+	// With the board there, consumers keep it at 200.
+	for u := int64(231); u <= 260; u++ {
+		_, err := s.Upsert(ctx, run(u, "2048", u*10, 100_000, 1000))
+		require.NoError(t, err)
+	}
+	board := boardOf(t, r, "2048")
+	require.Len(t, board, 200)
+	require.Contains(t, board, "260")
+	require.NotContains(t, board, "60", "pushed out")
+	require.Contains(t, board, "61")
+}
+
+func TestCheckRun(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	sess := store.GameSession{GameID: "2048", StartedAt: now.Add(-time.Minute)}
+	require.NoError(t, store.CheckRun(sess, 5000, 50_000, 300, now))
+	require.NoError(t, store.CheckRun(sess, 0, 0, 0, now), "an empty run is a run")
+	for name, c := range map[string]struct {
+		score, dur int64
+		moves      int32
+	}{
+		"negative score":       {-1, 1000, 10},
+		"longer than session":  {100, 120_000, 100},
+		"moves too fast":       {100, 1000, 500},
+		"points without moves": {100, 1000, 0},
+		"too many points/move": {1 << 40, 50_000, 10},
+		"negative moves":       {0, 1000, -1},
+	} {
+		require.ErrorIs(t, store.CheckRun(sess, c.score, c.dur, c.moves, now), store.ErrScoreInvalid, name)
+	}
+	require.ErrorIs(t, store.CheckRun(store.GameSession{GameID: "chess", StartedAt: sess.StartedAt}, 1, 1, 1, now), store.ErrScoreInvalid)
+}
+
+func TestSessionsAndSubmitClaims(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newScores(t)
+	ctx := t.Context()
+	sess, err := s.StartSession(ctx, "snake", 3)
+	require.NoError(t, err)
+	got, err := s.Session(ctx, "snake", 3, sess.ID)
+	require.NoError(t, err)
+	require.Equal(t, sess.Seed, got.Seed)
+	require.True(t, sess.StartedAt.Equal(got.StartedAt))
+	_, err = s.Session(ctx, "snake", 4, sess.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "another user's session")
+	_, err = s.StartSession(ctx, "chess", 3)
+	require.ErrorIs(t, err, store.ErrScoreInvalid)
+
+	first, claimed, err := s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":1}`))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	again, claimed, err := s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":2}`))
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, first, again, "the first acceptance")
+	require.NoError(t, s.ReleaseSubmit(ctx, "sub-1", []byte(`{"a":2}`)), "not its value: kept")
+	_, claimed, _ = s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":3}`))
+	require.False(t, claimed)
+	require.NoError(t, s.ReleaseSubmit(ctx, "sub-1", first))
+	_, claimed, _ = s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":3}`))
+	require.True(t, claimed, "released after a failed publish")
+}
