@@ -47,13 +47,12 @@ var Consumers = []Consumer{
 	{topology.DomainEmail, emailCodeConsumer, false},
 	{topology.DomainPaymentNotify, paymentNotifyConsumer, false},
 	{topology.DomainPaymentReceipt, paymentReceiptConsumer, false},
+	{topology.DomainMiniGameScore, scoreUpsertConsumer, false},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
 // why: a domain of the contract is in Consumers or here, never in neither.
-var NotConsumed = map[string]string{
-	topology.DomainMiniGameScore: "no consumer in Isle yet: built with the mini game",
-}
+var NotConsumed = map[string]string{}
 
 // A Route is a consumer ready to run: what the worker's -handlers names
 // ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).

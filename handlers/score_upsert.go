@@ -1,0 +1,52 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+)
+
+// ScoreUpsert keeps each user's best run per game (SPEC 4.5,
+// store.Scores.Upsert): MySQL keeps the maximum whatever the order of the
+// messages, the leaderboard, user-meta hash and high-score cache follow
+// it, and the consume idempotency key is set only once all of that is
+// done. A run for an unknown game, without a user or with a negative
+// score goes to the DLQ; anything else is retried (15 s × 5).
+type ScoreUpsert struct {
+	scores *store.Scores
+	log    *slog.Logger
+}
+
+// NewScoreUpsert returns the score consumer.
+func NewScoreUpsert(scores *store.Scores, log *slog.Logger) *ScoreUpsert {
+	if scores == nil || log == nil {
+		panic("handlers: NewScoreUpsert: nil dependency")
+	}
+	return &ScoreUpsert{scores: scores, log: log}
+}
+
+func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+	return messaging.Each(messaging.Typed(NewScoreUpsert(store.NewScores(d.DB, d.Redis), log).Handle))
+}
+
+// Handle applies m.
+func (h *ScoreUpsert) Handle(ctx context.Context, m topology.ScoreUpsert) error {
+	res, err := h.scores.Upsert(ctx, m)
+	if errors.Is(err, store.ErrScoreInvalid) {
+		return messaging.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Done {
+		h.log.DebugContext(ctx, "score applied before", "submitId", m.SubmitID)
+		return nil
+	}
+	h.log.DebugContext(ctx, "score applied", "submitId", m.SubmitID, "gameId", m.GameID, "score", m.Score,
+		"best", res.Best.Score, "improved", res.Improved, "locked", res.Locked)
+	return nil
+}
