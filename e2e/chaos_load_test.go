@@ -1,0 +1,297 @@
+//go:build chaos
+
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/eisland/isle/internal/paynotify"
+)
+
+// The mixed load: every domain's clients at once, each recording what the
+// API answered, so the checks can tell accepted requests (whose effects
+// must all be there, once) from refused or unanswered ones.
+
+type loadEnv struct {
+	addr   string
+	tokens map[string]string // user → bearer token
+	svc    string            // service token
+	keys   paynotify.TestKeys
+	client *http.Client
+}
+
+// call sends one request and returns the status (0: no answer) and body.
+func (l *loadEnv) call(ctx context.Context, method, path, token, ctype string, body []byte, rnd *rand.Rand) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+l.addr+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	// Each client its own address: the per-IP limits are not what is tested.
+	req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", rnd.IntN(256), rnd.IntN(256), 1+rnd.IntN(254)))
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, raw
+}
+
+// charge is one usage request and what the client was told.
+type charge struct {
+	user, id string
+	status   int
+	deducted string
+}
+
+// paid is one order and whether its gateway callback was answered success.
+type paid struct {
+	user, order, email string
+	fen                int64
+	accepted           bool
+}
+
+// code is one email code request.
+type code struct {
+	email    string
+	accepted bool
+}
+
+// upload is one object upload.
+type upload struct {
+	user string
+	id   uint64
+	sum  [32]byte
+}
+
+// submission is one score submission.
+type submission struct {
+	user     string
+	uid      int64
+	score    int64
+	accepted bool
+}
+
+// record is everything the load was answered, per domain.
+type record struct {
+	mu      sync.Mutex
+	charges []charge
+	paid    []paid
+	codes   []code
+	uploads []upload
+	scores  []submission
+	http    map[string]map[int]int // domain → status → count
+}
+
+func (r *record) status(domain string, st int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.http[domain] == nil {
+		r.http[domain] = map[int]int{}
+	}
+	r.http[domain][st]++
+}
+
+// chargeLoop posts usage charges for users until ctx ends.
+func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string, rec *record, g int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		c := charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("c%d-%d", g, n)}
+		body := fmt.Sprintf(`{"requestId":%q,"username":%q,"modelName":"gpt-test","inputTokens":%d,"outputTokens":%d}`, c.id, c.user, 1+rnd.IntN(400), rnd.IntN(100))
+		st, raw := l.call(ctx, http.MethodPost, "/v1/agent/usage", l.svc, "application/json", []byte(body), rnd)
+		if ctx.Err() != nil && st == 0 {
+			return // cut off by the end of the load: not a request the check knows about
+		}
+		c.status = st
+		if st == http.StatusOK {
+			var a struct {
+				Deducted string `json:"deductedFen"`
+			}
+			_ = json.Unmarshal(raw, &a)
+			c.deducted = a.Deducted
+		}
+		rec.status("billing", st)
+		rec.mu.Lock()
+		rec.charges = append(rec.charges, c)
+		rec.mu.Unlock()
+	}
+}
+
+// payLoop recharges user through orders paid by signed Alipay callbacks,
+// each sent up to three times until answered success (as Alipay resends),
+// sometimes twice at once.
+func (l *loadEnv) payLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
+	for n := 0; ctx.Err() == nil; n++ {
+		p := paid{user: user, email: user + "@chaos.test", fen: 100 + rnd.Int64N(5000)}
+		body, _ := json.Marshal(map[string]any{"product": "agent-recharge", "amountFen": p.fen, "channel": "ALIPAY", "receiptEmail": p.email})
+		st, raw := l.call(ctx, http.MethodPost, "/v1/payments/orders", l.tokens[user], "application/json", body, rnd)
+		rec.status("payments", st)
+		if st != http.StatusCreated {
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		var o struct{ OutTradeNo string }
+		if json.Unmarshal(raw, &o) != nil {
+			continue
+		}
+		p.order = o.OutTradeNo
+		form := url.Values{"app_id": {chaosAlipayApp}, "out_trade_no": {p.order}, "trade_no": {"T" + p.order},
+			"trade_status": {"TRADE_SUCCESS"}, "total_amount": {fmt.Sprintf("%d.%02d", p.fen/100, p.fen%100)},
+			"notify_id": {"N" + p.order}, "notify_time": {time.Now().In(time.FixedZone("CST", 8*3600)).Format(time.DateTime)},
+			"subject": {"recharge"}}
+		sig, err := paynotify.SignAlipay(form, l.keys.AlipayPrivate)
+		if err != nil {
+			panic(err)
+		}
+		form.Set("sign_type", "RSA2")
+		form.Set("sign", sig)
+		for attempt := 0; attempt < 3 && !p.accepted && ctx.Err() == nil; attempt++ {
+			copies := 1 + rnd.IntN(2)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for range copies {
+				wg.Go(func() {
+					st, raw := l.call(ctx, http.MethodPost, "/v1/payments/notify/alipay", "", "application/x-www-form-urlencoded", []byte(form.Encode()), rand.New(rand.NewPCG(rnd.Uint64(), 1)))
+					rec.status("payments", st)
+					if st == http.StatusOK && string(raw) == "success" {
+						mu.Lock()
+						p.accepted = true
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if !p.accepted {
+				sleep(ctx, 500*time.Millisecond)
+			}
+		}
+		rec.mu.Lock()
+		rec.paid = append(rec.paid, p)
+		rec.mu.Unlock()
+		if !p.accepted {
+			return // its order stays pending: the user cannot order again for 30 minutes
+		}
+	}
+}
+
+// codeLoop asks for email codes, each address once.
+func (l *loadEnv) codeLoop(ctx context.Context, rnd *rand.Rand, rec *record, g int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		c := code{email: fmt.Sprintf("code-%d-%d@chaos.test", g, n)}
+		st, _ := l.call(ctx, http.MethodPost, "/v1/auth/email-codes", "", "application/json",
+			fmt.Appendf(nil, `{"email":%q,"scene":"LOGIN"}`, c.email), rnd)
+		if ctx.Err() != nil && st == 0 {
+			return
+		}
+		rec.status("email", st)
+		c.accepted = st == http.StatusAccepted
+		rec.mu.Lock()
+		rec.codes = append(rec.codes, c)
+		rec.mu.Unlock()
+		sleep(ctx, time.Duration(100+rnd.IntN(400))*time.Millisecond)
+	}
+}
+
+// uploadLoop uploads wallpapers for user, five at most (the seed's limit
+// per hour).
+func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
+	for n := 0; n < 5 && ctx.Err() == nil; n++ {
+		body := make([]byte, 1000+rnd.IntN(200_000))
+		for i := range body {
+			body[i] = byte(rnd.Uint32())
+		}
+		st, raw := l.call(ctx, http.MethodPost, "/v1/objects?kind=wallpaper&name=w"+strconv.Itoa(n)+".png", l.tokens[user], "image/png", body, rnd)
+		rec.status("objects", st)
+		if st == http.StatusCreated {
+			var a struct{ ID uint64 }
+			if json.Unmarshal(raw, &a) == nil {
+				rec.mu.Lock()
+				rec.uploads = append(rec.uploads, upload{user: user, id: a.ID, sum: sha256.Sum256(body)})
+				rec.mu.Unlock()
+			}
+		}
+		sleep(ctx, time.Duration(500+rnd.IntN(2000))*time.Millisecond)
+	}
+}
+
+// scoreLoop plays sessions of 2048 for user and submits their scores.
+func (l *loadEnv) scoreLoop(ctx context.Context, rnd *rand.Rand, user string, uid int64, rec *record) {
+	var session string
+	for n := 0; ctx.Err() == nil; n++ {
+		if session == "" || n%10 == 0 {
+			st, raw := l.call(ctx, http.MethodPost, "/v1/games/2048/sessions", l.tokens[user], "application/json", []byte("{}"), rnd)
+			rec.status("scores", st)
+			var s struct{ SessionID string }
+			if st != http.StatusCreated || json.Unmarshal(raw, &s) != nil {
+				sleep(ctx, 200*time.Millisecond)
+				continue
+			}
+			session = s.SessionID
+			sleep(ctx, 2*time.Second) // a run takes its time
+		}
+		sub := submission{user: user, uid: uid, score: rnd.Int64N(1_000_000)}
+		body := fmt.Appendf(nil, `{"submitId":"%s-%d","sessionId":%q,"score":%d,"durationMs":2000,"moves":50,"clientVersion":"chaos"}`,
+			user, n, session, sub.score)
+		st, _ := l.call(ctx, http.MethodPost, "/v1/games/2048/scores", l.tokens[user], "application/json", body, rnd)
+		if ctx.Err() != nil && st == 0 {
+			return
+		}
+		rec.status("scores", st)
+		sub.accepted = st == http.StatusAccepted
+		rec.mu.Lock()
+		rec.scores = append(rec.scores, sub)
+		rec.mu.Unlock()
+		sleep(ctx, time.Duration(100+rnd.IntN(300))*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// chaosAlipayApp is the app id the chaos fleet's API expects.
+const chaosAlipayApp = "2021000000000077"
+
+// objectState reads an object through the API as its owner.
+func (l *loadEnv) objectState(user string, id uint64) (replication, replicaURL string) {
+	st, raw := l.call(context.Background(), http.MethodGet, fmt.Sprintf("/v1/objects/%d", id), l.tokens[user], "", nil, rand.New(rand.NewPCG(id, 7)))
+	if st != http.StatusOK {
+		return fmt.Sprintf("HTTP %d", st), ""
+	}
+	var a struct {
+		Replication string
+		ReplicaURL  *string `json:"replicaUrl"`
+	}
+	_ = json.Unmarshal(raw, &a)
+	if a.ReplicaURL != nil {
+		replicaURL = *a.ReplicaURL
+	}
+	return a.Replication, replicaURL
+}
+
+func chaosUsers(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}

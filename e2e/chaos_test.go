@@ -1,0 +1,577 @@
+//go:build chaos
+
+package e2e_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+var (
+	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the load and the fault schedule; 0: from the clock (printed)")
+	chaosLong   = flag.Bool("chaos.long", false, "soak: 10 minutes of load and faults instead of 45 s")
+	chaosBroker = flag.Bool("chaos.broker", true, "restart the RabbitMQ application of this machine once (rabbitmqctl stop_app/start_app)")
+)
+
+// The fault suite (SPEC 6 and 8): the real binaries under mixed load
+// across every domain while processes die and dependencies fail, then a
+// drain and every invariant checked. Run it with scripts/chaos.
+func TestChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos seed %d (go test -tags chaos -run TestChaos ./e2e -chaos.seed=%d reproduces the schedule)", seed, seed)
+	loadFor := 45 * time.Second
+	if *chaosLong {
+		loadFor = 10 * time.Minute
+	}
+
+	// Services, reached directly by the test and through proxies by the fleet.
+	dsn := storetest.MySQLDSN(t)
+	e := newFleetEnv(t, dsn)
+	d := newDeps(t, map[string]string{"mysql": mysqlAddr(t, dsn), "redis": storetest.RedisAddr(), "rabbitmq": amqpAddr(t, storetest.AMQPURL())})
+	sink := newMailSink(t)
+	pk, err := paynotify.GenerateTestKeys()
+	require.NoError(t, err)
+	out, code := islectl(t, e, "migrate")
+	require.Zero(t, code, out)
+	out, code = islectl(t, e, "pricing", "set", "gpt-test", "-input", "1234.5678", "-output", "4000")
+	require.Zero(t, code, out)
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.CloseMySQL(db) })
+	rdb, err := store.OpenRedis(store.RedisConfig{Addr: storetest.RedisAddr(), KeyPrefix: e["REDIS_KEY_PREFIX"]})
+	require.NoError(t, err)
+	t.Cleanup(func() { storetest.Wipe(t, rdb); rdb.Close() })
+	tp, err := topology.New(topology.Config{Prefix: e["RABBITMQ_NAME_PREFIX"]})
+	require.NoError(t, err)
+
+	billing, payers, uploaders, players := chaosUsers("bill", 20), chaosUsers("pay", 8), chaosUsers("obj", 10), chaosUsers("game", 10)
+	opening := decimal.NewFromInt(5_000_000)
+	accounts := store.NewAccounts(db)
+	uids := map[string]int64{}
+	for _, u := range slices.Concat(billing, payers, uploaders, players) {
+		a, err := accounts.Create(context.Background(), u, u+"@chaos.test", opening)
+		require.NoError(t, err)
+		uids[u] = int64(a.ID)
+	}
+
+	// The fleet's environment: every service through its proxy.
+	fe := fleetEnv{}
+	for k, v := range e {
+		fe[k] = v
+	}
+	host, port, _ := net.SplitHostPort(d.addr("redis"))
+	fe["REDIS_HOST"], fe["REDIS_PORT"] = host, port
+	host, port, _ = net.SplitHostPort(d.addr("rabbitmq"))
+	fe["RABBITMQ_HOST"], fe["RABBITMQ_PORT"] = host, port
+	fe["MYSQL_DSN"] = viaProxy(t, dsn, d.addr("mysql"))
+	fe["RABBITMQ_PUBLISH_TIMEOUT"] = "2s"
+	fe["EMAIL_MAILER_URL"] = "smtp://" + sink.addr + "?tls=none&from=no-reply%40isle.test"
+	fe["PAYMENT_ALIPAY_PUBLIC_KEY"], fe["PAYMENT_ALIPAY_APP_ID"] = pk.AlipayPublicPEM, chaosAlipayApp
+	fe["API_TRUST_PROXY"] = "true"
+	fe["API_ADDR"] = freeAddr(t)
+	fe["GAME_SCORE_SUBMIT_PER_MINUTE"] = "1000"
+	fe["BALANCE_SYNC_SCHEDULE"] = "@every 5s"
+	fe["BALANCE_SYNC_PENDING_AGE"] = "10s"
+	fe["OBJECT_REPLICATION_BACKFILL_ENABLED"] = "true"
+	fe["OBJECT_REPLICATION_BACKFILL_INTERVAL_MS"] = "2000"
+	fe["OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS"] = "20000"
+	fe["WORKER_SHUTDOWN_TIMEOUT"] = "10s"
+
+	worker := func(kind, handlers string) *member {
+		return &member{name: "worker " + kind, bin: "worker", args: []string{"-handlers", handlers}, env: fe, ready: "worker started"}
+	}
+	api := &member{name: "api", bin: "api", env: fe, ready: "api started"}
+	workers := []*member{
+		worker("billing", "agent-billing,agent-usage-stats"),
+		worker("payments", "payment-notify,payment-receipt,email"),
+		worker("objects", "object-replication,identity-material"),
+		worker("game", "mini-game-score"),
+		worker("dlq", "dlq"),
+	}
+	relay := &member{name: "relay", bin: "relay", env: fe, ready: "relay started"}
+	reconciler := &member{name: "reconcile", bin: "reconcile", env: fe, ready: "reconcile started"}
+	fleet := slices.Concat([]*member{api, relay, reconciler}, workers)
+	for _, m := range fleet {
+		m.start(t)
+	}
+
+	// The load.
+	tokens := map[string]string{}
+	for _, u := range slices.Concat(payers, uploaders, players) {
+		tok, code := islectl(t, e, "token", "-user", u)
+		require.Zero(t, code, tok)
+		tokens[u] = strings.TrimSpace(tok)
+	}
+	svc, code := islectl(t, e, "token", "-user", "agent-gateway", "-role", "service")
+	require.Zero(t, code, svc)
+	l := &loadEnv{addr: fe["API_ADDR"], tokens: tokens, svc: strings.TrimSpace(svc), keys: pk,
+		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	rec := &record{http: map[string]map[int]int{}}
+	ctx, stopLoad := context.WithTimeout(context.Background(), loadFor)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	stream := uint64(0)
+	rng := func() *rand.Rand { stream++; return rand.New(rand.NewPCG(seed, stream)) }
+	for g := range 8 {
+		r := rng()
+		wg.Go(func() { l.chargeLoop(ctx, r, billing, rec, g) })
+	}
+	for _, u := range payers {
+		r := rng()
+		wg.Go(func() { l.payLoop(ctx, r, u, rec) })
+	}
+	for g := range 2 {
+		r := rng()
+		wg.Go(func() { l.codeLoop(ctx, r, rec, g) })
+	}
+	for _, u := range uploaders {
+		r := rng()
+		wg.Go(func() { l.uploadLoop(ctx, r, u, rec) })
+	}
+	for _, u := range players {
+		r := rng()
+		wg.Go(func() { l.scoreLoop(ctx, r, u, uids[u], rec) })
+	}
+
+	// The faults, one after another at seeded times while the load runs.
+	faults := &faultLog{}
+	frnd := rng()
+	snapshot := storetest.TakeSnapshot(t, rdb)
+	brokerDone := !*chaosBroker
+	kinds := []string{"kill", "kill", "term", "relay", "reconcile", "mysql", "redis-loss", "redis-old", "latency", "reset", "halfopen", "broker"}
+	for ctx.Err() == nil {
+		sleep(ctx, time.Duration(1500+frnd.IntN(2500))*time.Millisecond)
+		if ctx.Err() != nil {
+			break
+		}
+		kind := kinds[frnd.IntN(len(kinds))]
+		if kind == "broker" && brokerDone {
+			kind = "kill"
+		}
+		switch kind {
+		case "kill", "term":
+			m := workers[frnd.IntN(len(workers))]
+			sig := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[kind]
+			faults.add(fmt.Sprintf("%s %s", sig, m.name))
+			m.kill(t, sig, time.Duration(frnd.IntN(1500))*time.Millisecond)
+		case "relay":
+			faults.add("SIGKILL relay")
+			relay.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
+		case "reconcile":
+			faults.add("SIGKILL reconcile")
+			reconciler.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
+		case "mysql":
+			down := time.Duration(1000+frnd.IntN(3000)) * time.Millisecond
+			faults.add(fmt.Sprintf("MySQL unreachable for %s", down))
+			d.down("mysql")
+			time.Sleep(down)
+			d.up(t, "mysql")
+		case "redis-loss":
+			faults.add("Redis restarts without its data")
+			d.down("redis")
+			storetest.Wipe(t, rdb)
+			d.up(t, "redis")
+		case "redis-old":
+			faults.add("Redis restarts from an older snapshot")
+			d.down("redis")
+			snapshot.Restore(t)
+			d.up(t, "redis")
+			snapshot = storetest.TakeSnapshot(t, rdb)
+		case "latency", "reset", "halfopen":
+			dep := []string{"mysql", "redis", "rabbitmq"}[frnd.IntN(3)]
+			attrs, what := `{"latency":200,"jitter":100}`, "latency 200±100 ms"
+			toxic := "latency"
+			switch kind {
+			case "reset":
+				toxic, attrs, what = "reset_peer", `{"timeout":500}`, "connections reset"
+			case "halfopen":
+				toxic, attrs, what = "timeout", `{"timeout":0}`, "half-open connections (data stops, nothing closes)"
+			}
+			hold := time.Duration(1000+frnd.IntN(2000)) * time.Millisecond
+			faults.add(fmt.Sprintf("%s: %s for %s", dep, what, hold))
+			d.toxic(t, dep, toxic, attrs)
+			time.Sleep(hold)
+			d.clear(dep)
+			if kind != "latency" {
+				d.down(dep) // the stalled connections are closed, as keepalives would
+				d.up(t, dep)
+			}
+		case "broker":
+			brokerDone = true
+			faults.add("RabbitMQ restarts (rabbitmqctl stop_app, start_app)")
+			require.NoError(t, brokerRestart(t, time.Duration(500+frnd.IntN(1500))*time.Millisecond))
+		}
+	}
+	wg.Wait()
+	t.Logf("load over after %s; %d faults: %s", loadFor, len(faults.list), strings.Join(faults.list, "; "))
+
+	// Drain: every process up, every queue empty for a while, the
+	// reconciler's jobs run once more, then the checks.
+	for _, m := range fleet {
+		require.True(t, m.alive(), "%s is running", m.name)
+	}
+	loadEnded := time.Now()
+	drain(t, tp, 3*time.Minute)
+	// A replication task stuck by a fault is republished once it is older
+	// than the backfill's threshold (more than the 15 s retry delay).
+	time.Sleep(time.Until(loadEnded.Add(17 * time.Second)))
+	rc := withEnv(fe, map[string]string{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0",
+		"OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "16000"})
+	for _, job := range []string{"balance-sync", "replication-backfill"} {
+		t.Log(strings.TrimSpace(reconcileOnce(t, rc, job)))
+	}
+	drain(t, tp, 2*time.Minute)
+	t.Log(strings.TrimSpace(reconcileOnce(t, rc, "balance-sync")))
+
+	table := checkChaos(t, l, rec, sink, db, rdb, tp, uids, opening)
+	table.faults = faults.list
+	table.seed = seed
+	table.print(os.Stdout)
+	require.Zero(t, table.lost, "lost accepted requests")
+	require.Zero(t, table.duplicated, "duplicated effects")
+	require.Empty(t, table.moneyErrors, "money conserved for every user")
+}
+
+type faultLog struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (f *faultLog) add(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.list = append(f.list, s)
+}
+
+func withEnv(base fleetEnv, over map[string]string) fleetEnv {
+	out := fleetEnv{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// drain waits until every queue of the topology has been empty for 3 s.
+func drain(t *testing.T, tp *topology.Topology, timeout time.Duration) {
+	t.Helper()
+	conn, _ := storetest.AMQP(t)
+	var queues []string
+	for _, d := range tp.Domains() {
+		queues = append(queues, d.Queue)
+		if d.HasRetry() {
+			queues = append(queues, d.RetryQueue, d.DLQ)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	quiet := time.Time{}
+	for time.Now().Before(deadline) {
+		busy := ""
+		for _, q := range queues {
+			if n := storetest.QueueDepth(t, conn, q); n > 0 {
+				busy = fmt.Sprintf("%s holds %d", q, n)
+			}
+		}
+		switch {
+		case busy != "":
+			quiet = time.Time{}
+		case quiet.IsZero():
+			quiet = time.Now()
+		case time.Since(quiet) > 3*time.Second:
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("chaos: queues not drained within %s", timeout)
+}
+
+func reconcileOnce(t *testing.T, e fleetEnv, job string) string {
+	t.Helper()
+	p := start(t, e, "reconcile", "-once", job)
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, p.output())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("reconcile -once %s did not finish:\n%s", job, p.output())
+	}
+	return p.output()
+}
+
+// chaosTable is the suite's verdict.
+type chaosTable struct {
+	seed        uint64
+	faults      []string
+	rows        [][4]string // domain, accepted, effects, notes
+	lost        int
+	duplicated  int
+	moneyErrors []string
+	dlq         map[string]int
+}
+
+func (c *chaosTable) row(domain string, accepted, effects int, note string) {
+	c.rows = append(c.rows, [4]string{domain, fmt.Sprint(accepted), fmt.Sprint(effects), note})
+}
+
+func (c *chaosTable) print(w *os.File) {
+	fmt.Fprintf(w, "\nIsle fault suite, seed %d, %d faults\n", c.seed, len(c.faults))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "domain\taccepted\teffects\tnotes")
+	for _, r := range c.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
+	}
+	fmt.Fprintf(tw, "lost accepted requests\t%d\t\t\n", c.lost)
+	fmt.Fprintf(tw, "duplicated effects\t%d\t\t\n", c.duplicated)
+	money := "every user: Redis = MySQL = Σ ledger, to 1e-8"
+	if len(c.moneyErrors) > 0 {
+		money = strings.Join(c.moneyErrors, "; ")
+	}
+	fmt.Fprintf(tw, "money conserved\t\t\t%s\n", money)
+	var dl []string
+	for k, n := range c.dlq {
+		dl = append(dl, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(dl)
+	fmt.Fprintf(tw, "DLQ rows\t%d\t\t%s\n", len(dl), strings.Join(dl, "; "))
+	_ = tw.Flush()
+	fmt.Fprintf(w, "faults: %s\n", strings.Join(c.faults, "; "))
+}
+
+// checkChaos checks every invariant on what the load was told and what
+// the fleet left, and returns the table.
+func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.DB, rdb *store.Redis, tp *topology.Topology,
+	uids map[string]int64, opening decimal.Decimal) *chaosTable {
+	t.Helper()
+	ctx := context.Background()
+	c := &chaosTable{dlq: map[string]int{}}
+
+	// Billing: a 200 is one DEDUCT row with what the client was told; a
+	// refusal charged nothing; an unanswered request may be either.
+	accepted, effects, refusedCharged := 0, 0, 0
+	for _, ch := range rec.charges {
+		var rows []store.LedgerEntry
+		require.NoError(t, db.Where("username = ? AND kind = 'DEDUCT' AND entry_id = ?", ch.user, ch.id).Find(&rows).Error)
+		switch {
+		case ch.status == http.StatusOK:
+			accepted++
+			if len(rows) == 0 {
+				c.lost++
+				t.Errorf("charge %s of %s answered 200 (%s) has no ledger row", ch.id, ch.user, ch.deducted)
+				continue
+			}
+			effects++
+			if got := rows[0].Deducted().StringFixed(8); got != ch.deducted {
+				c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s/%s told %s, ledger %s", ch.user, ch.id, ch.deducted, got))
+			}
+		case ch.status != 0 && len(rows) > 0:
+			refusedCharged++
+			c.duplicated++
+			t.Errorf("charge %s of %s answered %d but charged", ch.id, ch.user, ch.status)
+		}
+	}
+	c.row("billing charges", accepted, effects, fmt.Sprintf("answers %v; refused yet charged %d", rec.http["billing"], refusedCharged))
+
+	// Money, every user: Redis = MySQL balance = Σ of the ledger, never negative.
+	for u := range uids {
+		var row struct{ Balance, Ledger decimal.Decimal }
+		require.NoError(t, db.Raw(`SELECT balance_fen AS balance, (SELECT COALESCE(SUM(amount_fen), 0) FROM agent_ledger WHERE username = ?) AS ledger
+			FROM user_account WHERE username = ?`, u, u).Scan(&row).Error)
+		hot, err := store.NewBalances(nil, rdb).Balance(ctx, u)
+		switch {
+		case err != nil && !errors.Is(err, store.ErrBalanceMissing): // missing: the next request initialises it from MySQL
+			c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s: Redis: %v", u, err))
+		case !row.Balance.Equal(row.Ledger):
+			c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s: MySQL %s, Σ ledger %s", u, row.Balance, row.Ledger))
+		case err == nil && !hot.Equal(row.Balance):
+			c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s: Redis %s, MySQL %s", u, hot, row.Balance))
+		case row.Balance.IsNegative():
+			c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s: negative %s", u, row.Balance))
+		}
+	}
+
+	// Payments: an accepted callback is a PAID order with one RECHARGE row
+	// and one receipt mail; any paid order has exactly one of each.
+	distinct, deliveries := sink.mails()
+	accepted, effects = 0, 0
+	receipts, resent := 0, 0
+	for _, p := range rec.paid {
+		var o store.PaymentOrder
+		require.NoError(t, db.Where("out_trade_no = ?", p.order).Take(&o).Error)
+		var n int64
+		require.NoError(t, db.Model(&store.LedgerEntry{}).Where("username = ? AND kind = 'RECHARGE' AND entry_id = ?", p.user, p.order).Count(&n).Error)
+		if p.accepted {
+			accepted++
+		}
+		if o.Status != store.OrderPaid {
+			if p.accepted {
+				c.lost++
+				t.Errorf("order %s: callback answered success, order %s", p.order, o.Status)
+			}
+			continue
+		}
+		effects++
+		if n != 1 {
+			c.duplicated += int(max(n-1, 0))
+			c.lost += int(1 - min(n, 1))
+			t.Errorf("paid order %s has %d RECHARGE rows", p.order, n)
+		}
+		if o.ReceiptSentAt != nil {
+			receipts++
+		}
+	}
+	// Each payer's receipts: one distinct mail per paid order.
+	byPayer := map[string]int{}
+	for _, p := range rec.paid {
+		var o store.PaymentOrder
+		_ = db.Where("out_trade_no = ?", p.order).Take(&o).Error
+		if o.Status == store.OrderPaid {
+			byPayer[p.email]++
+		}
+	}
+	for email, want := range byPayer {
+		// The payer also receives nothing else: only receipts go to @chaos.test payers.
+		if got := distinct[email]; got != want {
+			if got > want {
+				c.duplicated += got - want
+			} else {
+				c.lost += want - got
+			}
+			t.Errorf("%s: %d paid orders, %d distinct receipt mails", email, want, got)
+		}
+		resent += deliveries[email] - distinct[email]
+	}
+	c.row("payments (recharge callbacks)", accepted, effects, fmt.Sprintf("receipts recorded %d; same receipt delivered again %d (one Message-ID); answers %v", receipts, resent, rec.http["payments"]))
+
+	// Email codes: one mail per accepted code.
+	accepted, effects = 0, 0
+	for _, cd := range rec.codes {
+		if !cd.accepted {
+			continue
+		}
+		accepted++
+		switch n := distinct[cd.email]; {
+		case n == 1:
+			effects++
+		case n == 0:
+			c.lost++
+			t.Errorf("code for %s accepted, never mailed", cd.email)
+		default:
+			effects++
+			c.duplicated += n - 1
+		}
+	}
+	c.row("email codes", accepted, effects, fmt.Sprintf("answers %v", rec.http["email"]))
+
+	// Objects: each stored object replicated, byte for byte.
+	effects = 0
+	for _, u := range rec.uploads {
+		state, replica := l.objectState(u.user, u.id)
+		if state != "done" || replica == "" {
+			c.lost++
+			t.Errorf("object %d of %s: replication %s", u.id, u.user, state)
+			continue
+		}
+		b, err := os.ReadFile(strings.TrimPrefix(replica, "file://"))
+		if err != nil || sha256.Sum256(b) != u.sum {
+			c.lost++
+			t.Errorf("object %d: replica %s differs (%v)", u.id, replica, err)
+			continue
+		}
+		effects++
+	}
+	c.row("objects replicated and verified", len(rec.uploads), effects, fmt.Sprintf("answers %v", rec.http["objects"]))
+
+	// Scores: each player's best in MySQL is at least their best accepted
+	// score and one they submitted; the leaderboard equals MySQL.
+	best, sent := map[string]int64{}, map[string]map[int64]bool{}
+	accepted = 0
+	for _, s := range rec.scores {
+		if sent[s.user] == nil {
+			sent[s.user] = map[int64]bool{}
+		}
+		sent[s.user][s.score] = true
+		if s.accepted {
+			accepted++
+			best[s.user] = max(best[s.user], s.score)
+		}
+	}
+	scores := store.NewScores(db, rdb)
+	board, _, err := scores.Leaderboard(ctx, "2048", 200)
+	require.NoError(t, err)
+	onBoard := map[int64]int64{}
+	for _, e := range board {
+		onBoard[e.UserID] = e.Score
+	}
+	effects = 0
+	for u, want := range best {
+		row, err := scores.Best(ctx, "2048", uids[u])
+		switch {
+		case err != nil:
+			c.lost++
+			t.Errorf("%s: best %d accepted, none in MySQL: %v", u, want, err)
+		case row.Score < want || !sent[u][row.Score]:
+			c.lost++
+			t.Errorf("%s: best accepted %d, MySQL %d", u, want, row.Score)
+		case onBoard[uids[u]] != row.Score:
+			c.lost++
+			t.Errorf("%s: MySQL %d, leaderboard %d", u, row.Score, onBoard[uids[u]])
+		default:
+			effects++
+		}
+	}
+	c.row("scores (best per player, leaderboard = MySQL)", accepted, effects, fmt.Sprintf("%d players; answers %v", len(best), rec.http["scores"]))
+
+	// Dead messages and why.
+	for _, dom := range tp.Domains() {
+		if dom.DLQTable == "" {
+			continue
+		}
+		var rows []struct {
+			LastError *string
+			N         int
+		}
+		require.NoError(t, db.Raw("SELECT last_error, COUNT(*) AS n FROM "+dom.DLQTable+" WHERE queue = ? GROUP BY last_error", dom.DLQ).Scan(&rows).Error)
+		for _, r := range rows {
+			why := "?"
+			if r.LastError != nil {
+				why = clipText(*r.LastError, 80)
+			}
+			c.dlq[dom.Name+" ("+why+")"] += r.N
+		}
+	}
+	return c
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
