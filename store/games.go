@@ -267,6 +267,32 @@ func (s *Scores) sync(ctx context.Context, c redis.Scripter, best GameScore) *re
 		int64(keys.UserMetaTTL/time.Second), int64(keys.HighScoreTTL/time.Second), keys.LeaderboardSize)
 }
 
+// syncRows runs score_sync.lua for each best run in one pipeline. A
+// pipelined EVALSHA does not fall back to EVAL by itself: after NOSCRIPT
+// (the server lost its script cache, as after a restart, when boards are
+// rebuilt) it loads the script and goes again, once. The script never moves
+// a score backwards, so the rows the first attempt synced are unchanged.
+func (s *Scores) syncRows(ctx context.Context, rows []GameScore) error {
+	c := s.client()
+	send := func() error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, r := range rows {
+				s.sync(ctx, p, r)
+			}
+			return nil
+		})
+		return err
+	}
+	err := send()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if lerr := scoreSyncScript.Load(ctx, c).Err(); lerr != nil {
+			return lerr
+		}
+		err = send()
+	}
+	return err
+}
+
 // boardSentinel is the member that marks a leaderboard being rebuilt; user
 // ids are digits, so it is never a player.
 const boardSentinel = "~rebuilding"
@@ -350,14 +376,10 @@ func (s *Scores) fill(ctx context.Context, gameID string, ids []int64, entries [
 			return fmt.Errorf("store: leaderboard %s rows: %w", gameID, err)
 		}
 		byUser := make(map[int64]GameScore, len(rows))
-		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, r := range rows {
-				byUser[int64(r.UserID)] = r
-				s.sync(ctx, p, r)
-			}
-			return nil
-		})
-		if err != nil {
+		for _, r := range rows {
+			byUser[int64(r.UserID)] = r
+		}
+		if err := s.syncRows(ctx, rows); err != nil {
 			return fmt.Errorf("store: leaderboard %s meta: %w", gameID, err)
 		}
 		for i, e := range entries {
@@ -405,11 +427,13 @@ func (s *Scores) rebuild(ctx context.Context, gameID string) error {
 	if err != nil {
 		return fmt.Errorf("store: rebuild leaderboard %s: %w", gameID, err)
 	}
+	if err := s.syncRows(ctx, rows); err != nil {
+		return fmt.Errorf("store: rebuild leaderboard %s: %w", gameID, err)
+	}
+	// Only now is the board complete: a rebuild that failed above leaves
+	// the mark, and the next read rebuilds again.
 	board := s.r.Keys().Key(keys.Leaderboard, gameID)
 	_, err = s.client().Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, r := range rows {
-			s.sync(ctx, p, r)
-		}
 		p.ZRem(ctx, board, boardSentinel)
 		p.ZRemRangeByRank(ctx, board, 0, -(keys.LeaderboardSize + 1))
 		return nil

@@ -161,6 +161,40 @@ func TestLeaderboardRebuiltFromMySQLAfterRedisLosesIt(t *testing.T) {
 	require.NotContains(t, boardOf(t, r, "tetris"), "~rebuilding")
 }
 
+// A board is rebuilt (and a run's details cached again) when the server
+// lost its script cache too, as after a restart: the pipelined EVALSHA of
+// score_sync.lua loads the script after NOSCRIPT. Not parallel: SCRIPT
+// FLUSH is server-wide.
+func TestLeaderboardRebuiltAfterScriptFlush(t *testing.T) {
+	s, db, r := newScores(t)
+	ctx := t.Context()
+	for u := int64(1); u <= 3; u++ {
+		require.NoError(t, db.Create(&store.UserAccount{Username: fmt.Sprintf("flush%02d", u)}).Error)
+		_, err := s.Upsert(ctx, run(u, "snake", u*100, 100_000, int32(u*10)))
+		require.NoError(t, err)
+	}
+	storetest.Wipe(t, r)
+	require.NoError(t, r.Client(keys.DBMiniGame).ScriptFlush(ctx).Err())
+	top, rebuilt, err := s.Leaderboard(ctx, "snake", 10)
+	require.NoError(t, err)
+	require.True(t, rebuilt)
+	require.Len(t, top, 3)
+	require.EqualValues(t, 3, top[0].UserID)
+	require.EqualValues(t, 30, top[0].Moves, "the run's details")
+	require.NotContains(t, boardOf(t, r, "snake"), "~rebuilding")
+
+	// A page whose details expired fills them again from MySQL, also after
+	// a flush.
+	c, k := r.Client(keys.DBMiniGame), r.Keys()
+	require.NoError(t, c.Del(ctx, k.Key(keys.UserMeta, "snake", "2")).Err())
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	top, rebuilt, err = s.Leaderboard(ctx, "snake", 10)
+	require.NoError(t, err)
+	require.False(t, rebuilt)
+	require.EqualValues(t, 20, top[1].Moves)
+	require.EqualValues(t, 1, c.Exists(ctx, k.Key(keys.UserMeta, "snake", "2")).Val())
+}
+
 func TestLeaderboardHoldsExactlyTheTop200(t *testing.T) {
 	t.Parallel()
 	s, _, r := newScores(t)

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
-		CodePepper: []byte(cfg.HTTP.CodePepper),
+		CodePepper: []byte(cfg.HTTP.CodePepper), ScoreSubmitPerMinute: cfg.HTTP.ScoreSubmitPerMinute,
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
 		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat,

@@ -37,20 +37,39 @@ const limitTimeout = 250 * time.Millisecond
 
 // limit applies l: a refused request is a 429 with Retry-After.
 func (s *Server) limit(r *http.Request, l Limit) error {
+	allowed, retry := s.take(r, l)
+	if allowed {
+		return nil
+	}
+	s.metrics.limited.WithLabelValues(l.Name).Inc()
+	return &Error{
+		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
+		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
+	}
+}
+
+// over counts the request against l and reports whether it went over l,
+// refusing nothing: a soft limit, such as the leaderboard's, whose answer
+// only asks for a CAPTCHA once it is over.
+func (s *Server) over(r *http.Request, l Limit) bool {
+	allowed, _ := s.take(r, l)
+	return !allowed
+}
+
+// take counts the request against l and says whether l allows it, and
+// when not, how long until it would. A limit that cannot reach Redis
+// allows it (fail-open, logged and counted).
+func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration) {
 	p, _ := PrincipalFrom(r.Context())
 	values, ok := l.Key(r, p)
 	if !ok {
-		return nil
+		return true, 0
 	}
 	key := s.deps.Redis.Keys().Key(l.Family, values...)
 	c := s.deps.Redis.Client(l.Family.DB)
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
-	var (
-		allowed bool
-		retry   time.Duration
-		err     error
-	)
+	var err error
 	switch l.Kind {
 	case TokenBucket:
 		var res ratelimit.BucketResult
@@ -70,16 +89,9 @@ func (s *Server) limit(r *http.Request, l Limit) error {
 	if err != nil {
 		s.metrics.limitFailOps.Inc()
 		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
-		return nil
+		return true, 0
 	}
-	if allowed {
-		return nil
-	}
-	s.metrics.limited.WithLabelValues(l.Name).Inc()
-	return &Error{
-		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
-		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
-	}
+	return allowed, retry
 }
 
 // BySubject keys a limit by the caller's token subject.

@@ -48,5 +48,11 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodPost, Path: "/v1/identity/verifications/{certifyId}/result", Roles: []Role{RoleService},
 			MaxBody: identityResultMaxBody, Handle: s.identityResult},
 		{Method: http.MethodGet, Path: "/v1/identity/status", Roles: []Role{RoleUser}, Handle: s.identityStatus},
+
+		// The mini game (games.go, scores.go). The limits need the account
+		// id, so the handlers apply them once they have it.
+		{Method: http.MethodPost, Path: "/v1/games/{gameId}/sessions", Roles: []Role{RoleUser}, MaxBody: gameMaxBody, Handle: s.startSession},
+		{Method: http.MethodPost, Path: "/v1/games/{gameId}/scores", Roles: []Role{RoleUser}, MaxBody: gameMaxBody, Handle: s.submitScore},
+		{Method: http.MethodGet, Path: "/v1/games/{gameId}/leaderboard", Roles: []Role{RoleUser}, Handle: s.leaderboard},
 	}
 }

@@ -38,6 +38,8 @@ type Config struct {
 	WallpaperMaxBytes int64 // largest wallpaper upload
 
 	CodePepper []byte // the key of the email codes' HMAC; default one derived from JWTSecret
+
+	ScoreSubmitPerMinute int // score submissions per user and game in a minute (mg:score:submit:rate)
 }
 
 // Deps are the services the platform and its endpoints use. cmd/api builds
@@ -73,13 +75,14 @@ type Route struct {
 
 // Server serves the routes with the platform around them.
 type Server struct {
-	cfg     Config
-	deps    Deps
-	router  chi.Router
-	served  []Route
-	metrics *httpMetrics
-	auth    *authenticator
-	bans    *banWatch
+	cfg      Config
+	deps     Deps
+	router   chi.Router
+	served   []Route
+	metrics  *httpMetrics
+	auth     *authenticator
+	bans     *banWatch
+	accounts *accountIDs // user_account.id by username, for the game endpoints
 }
 
 // New returns a Server serving every route of the table in routes.go.
@@ -95,13 +98,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	cfg.BanCheckInterval = cmp.Or(cfg.BanCheckInterval, BanCheckIntervalDefault)
 	cfg.AvatarMaxBytes = cmp.Or(cfg.AvatarMaxBytes, AvatarMaxBytesDefault)
 	cfg.WallpaperMaxBytes = cmp.Or(cfg.WallpaperMaxBytes, WallpaperMaxBytesDefault)
+	cfg.ScoreSubmitPerMinute = cmp.Or(cfg.ScoreSubmitPerMinute, ScoreSubmitPerMinuteDefault)
 	if len(cfg.CodePepper) == 0 {
 		cfg.CodePepper = derivePepper(cfg.JWTSecret)
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry)}
+	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry), accounts: newAccountIDs()}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
 	s.router.Use(s.correlate, s.recoverer, s.observe) // correlate first: a panic's line carries the request id

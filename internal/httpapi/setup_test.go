@@ -52,6 +52,7 @@ type options struct {
 	logOut    io.Writer // where the server logs, as JSON; default: nowhere
 	avatarMax int64     // largest avatar; default: the API's
 	wallMax   int64     // largest wallpaper; default: the API's
+	scoreRate int       // score submissions per user and game a minute; default: the API's
 }
 
 // setup serves the platform (and extra routes) over real services.
@@ -84,7 +85,7 @@ func setup(t *testing.T, o options) *testBundle {
 	b.objects, err = objstore.Open("file://"+b.objDir, objstore.Options{})
 	require.NoError(t, err)
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod, AvatarMaxBytes: o.avatarMax,
-		WallpaperMaxBytes: o.wallMax},
+		WallpaperMaxBytes: o.wallMax, ScoreSubmitPerMinute: o.scoreRate},
 		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
 			Topology: tp, Objects: b.objects, Alipay: payKeys(t).alipay, Wechat: payKeys(t).wechat})
 	require.NoError(t, err)

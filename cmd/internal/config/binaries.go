@@ -47,6 +47,8 @@ type HTTP struct {
 	TrustProxy        bool
 	BanCheckInterval  time.Duration
 	CodePepper        string // "" = derived from the token key
+
+	ScoreSubmitPerMinute int // mini game score submissions per user and game in a minute
 }
 
 func loadHTTP(l *loader) HTTP {
@@ -65,6 +67,8 @@ func loadHTTP(l *loader) HTTP {
 			"How often the API compares Redis's ban list with MySQL's (user_ban) and rebuilds it when Redis lost bans or came back from an older snapshot; meanwhile MySQL answers the ban check."),
 		CodePepper: l.Secret("EMAIL_CODE_PEPPER", "",
 			"Key of the HMAC that email verification codes are kept as in Redis (verify:code); empty: one derived from the token key. Changing it voids the codes in flight."),
+		ScoreSubmitPerMinute: l.Int("GAME_SCORE_SUBMIT_PER_MINUTE", httpapi.ScoreSubmitPerMinuteDefault, 1, 1_000_000,
+			"Mini game score submissions a user may make per game in a minute (mg:score:submit:rate, INCR+EXPIRE); more are answered 429 with Retry-After. The seed's limit is 10; raise it for load tests."),
 	}
 }
 
