@@ -1,0 +1,156 @@
+package validate_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eisland/isle/deploy/k8s/validate"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	k8sDir  = ".."        // deploy/k8s
+	repoDir = "../../../" // the Isle module
+	local   = "overlays/local"
+)
+
+// operatorSecrets are made by hand, never kept in git (doc/deploy.md).
+var operatorSecrets = []string{"Secret/isle-jwt"}
+
+// overlaySecrets are what every overlay adds to the base.
+var overlaySecrets = []string{"Secret/isle-secrets", "Secret/isle-rabbitmq-keda"}
+
+func contract(t *testing.T) validate.Contract {
+	t.Helper()
+	contractMD, err := os.ReadFile(repoDir + "doc/contract.md")
+	require.NoError(t, err)
+	configMD, err := os.ReadFile(repoDir + "doc/config.md")
+	require.NoError(t, err)
+	c, err := validate.ParseContract(contractMD, configMD)
+	require.NoError(t, err)
+	return c
+}
+
+// kustomizations lists the directories of deploy/k8s that hold a
+// kustomization, relative to it.
+func kustomizations(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(k8sDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "kustomization.yaml" {
+			rel, err := filepath.Rel(k8sDir, filepath.Dir(p))
+			dirs = append(dirs, filepath.ToSlash(rel))
+			return err
+		}
+		return err
+	})
+	require.NoError(t, err)
+	return dirs
+}
+
+func options(dir string) validate.Options {
+	if dir == "base" {
+		return validate.Options{External: slices.Concat(operatorSecrets, overlaySecrets)}
+	}
+	return validate.Options{External: operatorSecrets}
+}
+
+func build(t *testing.T, dir string) []validate.Object {
+	t.Helper()
+	objs, err := validate.Build(filesys.MakeFsOnDisk(), filepath.Join(k8sDir, dir))
+	require.NoError(t, err)
+	return objs
+}
+
+// Every kustomization builds, decodes strictly and passes Check.
+func TestManifests(t *testing.T) {
+	t.Parallel()
+	c := contract(t)
+	dirs := kustomizations(t)
+	require.Contains(t, dirs, "base")
+	require.Contains(t, dirs, local)
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			t.Parallel()
+			objs := build(t, dir)
+			require.NoError(t, validate.Check(objs, c, options(dir)))
+		})
+	}
+}
+
+// The fleet the issue asks for: a migration Job, the api behind a
+// Service, two relays, two reconcilers, a Deployment per worker kind.
+func TestLocalOverlayShape(t *testing.T) {
+	t.Parallel()
+	kinds := map[string]int{}
+	workers := map[string]string{}
+	for _, o := range build(t, local) {
+		kinds[o.Kind]++
+		if d, ok := deployment(o); ok && strings.HasPrefix(o.Name, "isle-worker-") {
+			workers[o.Name] = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+		}
+	}
+	require.Equal(t, map[string]string{
+		"isle-worker-billing":     "-handlers agent-billing",
+		"isle-worker-usage-stats": "-handlers agent-usage-stats",
+		"isle-worker-email":       "-handlers email",
+		"isle-worker-payments":    "-handlers payment-notify,payment-receipt",
+		"isle-worker-objects":     "-handlers object-replication,identity-material",
+		"isle-worker-game":        "-handlers mini-game-score",
+		"isle-worker-dlq":         "-handlers dlq",
+	}, workers)
+	require.Equal(t, 7, kinds["ScaledObject"])
+	require.Equal(t, 1, kinds["TriggerAuthentication"])
+	require.Equal(t, 9, kinds["PodDisruptionBudget"]) // api, relay, 7 worker kinds
+	replicas := map[string]int32{}
+	for _, o := range build(t, local) {
+		if d, ok := deployment(o); ok && d.Spec.Replicas != nil {
+			replicas[o.Name] = *d.Spec.Replicas
+		}
+	}
+	require.EqualValues(t, 2, replicas["isle-relay"])
+	require.EqualValues(t, 2, replicas["isle-reconcile"], "the leader lease runs each job once")
+	var migrate []string
+	for _, o := range build(t, local) {
+		if j, ok := o.Value.(*batchv1.Job); ok && o.Name == "isle-migrate" {
+			migrate = j.Spec.Template.Spec.Containers[0].Command
+		}
+	}
+	require.Equal(t, []string{"sh", "-c", "islectl migrate && islectl topology apply"}, migrate)
+}
+
+// Source files have no duplicate keys, which a build would hide (the
+// last one wins).
+func TestNoDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	sep := regexp.MustCompile(`(?m)^---\s*$`)
+	err := filepath.WalkDir(k8sDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, doc := range sep.Split(string(raw), -1) {
+			_, err := yaml.YAMLToJSONStrict([]byte(doc))
+			require.NoError(t, err, "%s, document %d", p, i+1)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+func deployment(o validate.Object) (*appsv1.Deployment, bool) {
+	d, ok := o.Value.(*appsv1.Deployment)
+	return d, ok
+}
