@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,4 +154,55 @@ func TestNoDuplicateKeys(t *testing.T) {
 func deployment(o validate.Object) (*appsv1.Deployment, bool) {
 	d, ok := o.Value.(*appsv1.Deployment)
 	return d, ok
+}
+
+// doc/deploy.md's table of worker kinds says what the base runs.
+func TestDeployDocTable(t *testing.T) {
+	t.Parallel()
+	md, err := os.ReadFile(repoDir + "doc/deploy.md")
+	require.NoError(t, err)
+	code := regexp.MustCompile("`([^`]+)`")
+	type kind struct {
+		Handlers, Queues string
+		Value, Max       string
+	}
+	documented := map[string]kind{}
+	for _, line := range strings.Split(string(md), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if !strings.HasPrefix(line, "| `isle-worker-") || len(cells) != 5 {
+			continue
+		}
+		var queues []string
+		for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
+			queues = append(queues, "eisland."+m[1])
+		}
+		if cells[2] == "the seven DLQs" {
+			queues = []string{"dlq"}
+		}
+		documented[strings.Trim(cells[0], "`")] = kind{strings.Trim(cells[1], "`"), strings.Join(queues, ","), cells[3], cells[4]}
+	}
+	built := map[string]kind{}
+	for _, o := range build(t, "base") {
+		so, ok := o.Value.(*validate.ScaledObject)
+		if !ok {
+			continue
+		}
+		var queues []string
+		for _, tr := range so.Spec.Triggers {
+			queues = append(queues, tr.Metadata["queueName"])
+		}
+		if strings.HasSuffix(o.Name, "-dlq") {
+			require.Len(t, queues, 7)
+			queues = []string{"dlq"}
+		}
+		built[o.Name] = kind{Queues: strings.Join(queues, ","), Value: so.Spec.Triggers[0].Metadata["value"], Max: strconv.Itoa(int(*so.Spec.MaxReplicaCount))}
+	}
+	for _, o := range build(t, "base") {
+		if d, ok := deployment(o); ok && built[o.Name].Queues != "" {
+			k := built[o.Name]
+			k.Handlers = d.Spec.Template.Spec.Containers[0].Args[1]
+			built[o.Name] = k
+		}
+	}
+	require.Equal(t, built, documented)
 }
