@@ -69,6 +69,12 @@ func TestBenchShortRun(t *testing.T) {
 				CPU        []struct{ Process string }
 			}
 		}
+		Scores struct {
+			Requests   int64
+			Errors     int64
+			RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
+			Checked    bool
+		}
 		Targets []struct{ Name string }
 	}
 	require.NoError(t, json.Unmarshal(out, &rep), string(out))
@@ -121,6 +127,13 @@ func TestBenchShortRun(t *testing.T) {
 			require.True(t, procs[p], "relay phase: CPU of %s", p)
 		}
 	}
+	// Score submissions: a quarter of the 2,000 requests, at least two per
+	// user (20 here), every one applied and each best checked in MySQL, on
+	// the board and in the meta hash.
+	require.EqualValues(t, 500, rep.Scores.Requests)
+	require.Zero(t, rep.Scores.Errors)
+	require.Positive(t, rep.Scores.RatioToRaw)
+	require.True(t, rep.Scores.Checked)
 	require.Len(t, rep.Targets, 6, "issue 10's five, and the relay's lag at its default interval")
 
 	// Nothing of the bench's fleet is left.

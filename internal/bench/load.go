@@ -137,7 +137,7 @@ func post(ctx context.Context, c *http.Client, r request) error {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 { // 200 for a charge, 202 for a score
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, clip(string(body), 200))
 	}
 	return nil

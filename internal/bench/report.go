@@ -93,6 +93,12 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "\t\t%s msg/s bare consumer, multi-ack\t%.3f\n", num(b.BareConsumerMultiAck.PerSecond), c.RatioToMulti)
 	}
 	writeRelayRows(tw, rep)
+	if sc := rep.Scores; sc.Skipped != "" {
+		fmt.Fprintf(tw, "score submissions end to end\tskipped: %s\t\t\n", sc.Skipped)
+	} else if sc.Requests > 0 {
+		fmt.Fprintf(tw, "score submissions end to end, %d in flight (API to each best in MySQL and the leaderboard)\t%s req/s; p99 %.1f ms%s\t%s msg/s raw end to end\t%.3f\n",
+			sc.InFlight, num(sc.PerSecond), sc.P99ms, errorsNote(sc.Errors), num(b.RawEndToEnd.PerSecond), sc.RatioToRaw)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+)
+
+// The score phase: mini game submissions through the API, end to end to
+// each user's best in MySQL and on the leaderboard.
+const (
+	// scoreGame is the game the bench plays.
+	scoreGame = "2048"
+	// scoreSubmitLimit is the own fleet's submit limit per user and game
+	// per minute (GAME_SCORE_SUBMIT_PER_MINUTE): the seed's 10 would make
+	// the phase measure 429s.
+	scoreSubmitLimit = 1_000_000
+	// scoreWait bounds the wait for the worker to apply every submission.
+	scoreWait = 2 * time.Minute
+)
+
+// Scores is the score phase's report.
+type Scores struct {
+	Skipped    string  `json:"skipped,omitempty"`
+	InFlight   int     `json:"inflight"`
+	Requests   int64   `json:"requests"` // answered 202
+	Errors     int64   `json:"errors"`
+	FirstErr   string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"` // first submission to every best in MySQL and the leaderboard
+	PerSecond  float64 `json:"per_second"`
+	RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
+	P50ms      float64 `json:"p50_ms"` // the API's answer
+	P99ms      float64 `json:"p99_ms"`
+	// Checked says every user's best in MySQL, on the leaderboard and in
+	// the meta hash is the highest score the bench submitted for them.
+	Checked bool `json:"checked"`
+}
+
+// scores submits cfg.Requests scores over the users, 32 at a time, each
+// higher than the one before, and times them from the first submission
+// until each user's best in MySQL and on the board is their last one.
+func (r *run) scores(ctx context.Context) error {
+	rep := &r.report.Scores
+	if r.fleet == nil {
+		rep.Skipped = "needs the bench's own fleet: a running one limits submissions to 10 per user per minute"
+		r.logf("scores: skipped (%s)", rep.Skipped)
+		return nil
+	}
+	users := r.users
+	sessions, ids, err := r.scoreSessions(ctx, users)
+	if err != nil {
+		return err
+	}
+	tokens := make([]http.Header, len(users))
+	for i, u := range users {
+		tok, err := httpapi.MintToken(r.cfg.JWTSecret, u, httpapi.RoleUser, time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		tokens[i] = http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json"}}
+	}
+	url := r.url + "/v1/games/" + scoreGame + "/scores"
+	submit := func(phase string) func(i int64) request {
+		return func(i int64) request {
+			u := int(i) % len(users)
+			moves := 100 + i%50
+			body := fmt.Appendf(nil, `{"submitId":"%s-%s-%d","sessionId":"%s","score":%d,"durationMs":%d,"moves":%d,"clientVersion":"isle-bench"}`,
+				r.id, phase, i, sessions[u], i, 4000, moves)
+			return request{url: url, header: tokens[u], body: body}
+		}
+	}
+	// A first score each, then a read: the board exists, so the worker
+	// writes to it rather than leaving it to the next read's rebuild.
+	n := int64(len(users))
+	if l := closedLoop(ctx, 32, n, time.Minute, submit("warm")); l.Errors > 0 {
+		return fmt.Errorf("bench: scores: %d of the first submissions failed: %s", l.Errors, l.FirstErr)
+	}
+	if err := r.waitBest(ctx, ids, func(int) int64 { return 1 }, scoreWait); err != nil {
+		return err
+	}
+	if _, _, err := store.NewScores(r.db, r.rdb).Leaderboard(ctx, scoreGame, 10); err != nil {
+		return err
+	}
+
+	count := max(int64(r.cfg.Requests/4), 2*n) // past the warm-up scores
+	rep.InFlight = 32
+	began := time.Now()
+	l := closedLoop(ctx, rep.InFlight, count, 10*time.Minute, submit("s"))
+	rep.Requests, rep.Errors, rep.FirstErr, rep.P50ms, rep.P99ms = l.OK, l.Errors, l.FirstErr, l.P50ms, l.P99ms
+	// Scores grow with i, and user u submits i ≡ u (mod users): the best
+	// of each is the last i it was sent.
+	best := func(u int) int64 { return count - (count-int64(u))%n }
+	if err := r.waitBest(ctx, ids, best, scoreWait); err != nil {
+		return err
+	}
+	took := time.Since(began)
+	rep.Seconds, rep.PerSecond = took.Seconds(), float64(rep.Requests)/took.Seconds()
+	if raw := r.report.Baselines.RawEndToEnd.PerSecond; raw > 0 {
+		rep.RatioToRaw = rep.PerSecond / raw
+	}
+	r.logf("scores end to end, %d in flight: %.0f submissions/s (p99 %.1f ms) to MySQL and the leaderboard", rep.InFlight, rep.PerSecond, rep.P99ms)
+	return r.checkBest(ctx, ids, best)
+}
+
+// scoreSessions starts a session per user through the API and returns
+// their ids, and the users' account ids.
+func (r *run) scoreSessions(ctx context.Context, users []string) ([]string, []int64, error) {
+	var accounts []store.UserAccount
+	if err := r.db.WithContext(ctx).Select("id", "username").Where("username IN ?", users).Find(&accounts).Error; err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string]int64, len(accounts))
+	for _, a := range accounts {
+		byName[a.Username] = int64(a.ID)
+	}
+	c := client(1)
+	defer c.CloseIdleConnections()
+	sessions, ids := make([]string, len(users)), make([]int64, len(users))
+	for i, u := range users {
+		ids[i] = byName[u]
+		tok, err := httpapi.MintToken(r.cfg.JWTSecret, u, httpapi.RoleUser, time.Hour, time.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/v1/games/"+scoreGame+"/sessions", strings.NewReader("{}"))
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: start a session: %w", err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		resp.Body.Close()
+		var s struct {
+			SessionID string `json:"sessionId"`
+		}
+		if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &s) != nil || s.SessionID == "" {
+			return nil, nil, fmt.Errorf("bench: start a session: HTTP %d: %s", resp.StatusCode, clip(string(body), 200))
+		}
+		sessions[i] = s.SessionID
+	}
+	return sessions, ids, nil
+}
+
+// waitBest waits until every user's best in MySQL is at least want(u).
+func (r *run) waitBest(ctx context.Context, ids []int64, want func(u int) int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var rows []store.GameScore
+		if err := r.db.WithContext(ctx).Select("user_id", "score").Where("game_id = ? AND user_id IN ?", scoreGame, ids).Find(&rows).Error; err != nil {
+			return err
+		}
+		got := make(map[int64]int64, len(rows))
+		for _, row := range rows {
+			got[int64(row.UserID)] = row.Score
+		}
+		behind := 0
+		for u, id := range ids {
+			if got[id] < want(u) {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: scores: %d users' best not applied after %s", behind, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// checkBest compares each user's best on the board and in the meta hash
+// with what MySQL holds and the bench sent.
+func (r *run) checkBest(ctx context.Context, ids []int64, want func(u int) int64) error {
+	c, k := r.rdb.Client(keys.DBMiniGame), r.rdb.Keys()
+	board := k.Key(keys.Leaderboard, scoreGame)
+	for u, id := range ids {
+		member := strconv.FormatInt(id, 10)
+		z, err := c.ZScore(ctx, board, member).Result()
+		if err != nil {
+			return fmt.Errorf("bench: scores: user %d on the board: %w", id, err)
+		}
+		meta, err := c.HGet(ctx, k.Key(keys.UserMeta, scoreGame, member), "score").Result()
+		if err != nil {
+			return fmt.Errorf("bench: scores: user %d's meta: %w", id, err)
+		}
+		if w := want(u); int64(z) != w || meta != strconv.FormatInt(w, 10) {
+			return fmt.Errorf("bench: scores: user %d: board %v, meta %s, want %d", id, z, meta, w)
+		}
+	}
+	r.report.Scores.Checked = true
+	return nil
+}
