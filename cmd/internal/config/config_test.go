@@ -323,3 +323,30 @@ func TestIslectlAPIURLFollowsAPIAddr(t *testing.T) {
 	_, err = c.APIURL()
 	require.ErrorContains(t, err, `API_ADDR="8080"`)
 }
+
+// S3 stores are configured by URL and keys: with the keys set the loaders
+// take s3:// URLs, and without them they name the variable at fault.
+func TestS3StoresLoadWithTheirKeys(t *testing.T) {
+	t.Parallel()
+	s3 := map[string]string{
+		"OBJECT_STORE_SOURCE_URL":       "s3://isle-source?endpoint=minio:9000&secure=false",
+		"OBJECT_REPLICATION_TARGET_URL": "s3://isle-replica?endpoint=minio:9000&secure=false",
+		"IDENTITY_MATERIAL_STORE_URL":   "s3://isle-identity?endpoint=minio:9000&secure=false",
+		"OBJECT_STORE_ACCESS_KEY":       "isle", "OBJECT_STORE_SECRET_KEY": "isle-secret",
+		"API_JWT_SECRET": strings.Repeat("s", 32),
+	}
+	_, err := config.LoadAPI(env(s3))
+	require.NoError(t, err)
+	w, err := config.LoadWorker(env(s3))
+	require.NoError(t, err)
+	require.Equal(t, "isle", w.Objects.Identity.AccessKey, "the other stores take the source's keys")
+
+	delete(s3, "OBJECT_STORE_SECRET_KEY")
+	_, err = config.LoadWorker(env(s3))
+	require.ErrorContains(t, err, "OBJECT_STORE_SOURCE_URL")
+	require.ErrorContains(t, err, "AccessKey and SecretKey")
+	s3["OBJECT_STORE_SOURCE_URL"] = "s3://isle-source/some/object?endpoint=minio:9000"
+	s3["OBJECT_STORE_SECRET_KEY"] = "isle-secret"
+	_, err = config.LoadWorker(env(s3))
+	require.ErrorContains(t, err, "names a bucket, not an object")
+}

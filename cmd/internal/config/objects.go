@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"net/url"
+	"strings"
 
 	"github.com/eisland/isle/internal/objstore"
 )
@@ -78,6 +79,17 @@ func loadObjects(l *loader) Objects {
 			s.AccessKey, s.SecretKey = o.Source.AccessKey, o.Source.SecretKey
 		}
 	}
+	// An S3 store is checked with its keys, which come after its URL.
+	for _, s := range []struct {
+		name string
+		st   Store
+	}{{"OBJECT_STORE_SOURCE_URL", o.Source}, {"OBJECT_REPLICATION_TARGET_URL", o.Target}, {"IDENTITY_MATERIAL_STORE_URL", o.Identity}} {
+		if strings.HasPrefix(s.st.URL, "s3:") {
+			if _, err := objstore.Open(s.st.URL, s.st.Options(0)); err != nil { // no I/O: it checks the URL and the keys
+				l.failf(s.name, s.st.URL, "%v", err)
+			}
+		}
+	}
 	return o
 }
 
@@ -94,8 +106,7 @@ func checkStoreURL(v string) error {
 		}
 		return nil
 	case "s3":
-		_, err := objstore.Open(v, objstore.Options{}) // no I/O: it checks the URL
-		return err
+		return nil // checked with its keys once they are read
 	}
 	return errors.New("want a file:// or s3:// URL")
 }
