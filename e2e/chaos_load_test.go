@@ -254,6 +254,9 @@ func (l *loadEnv) scoreLoop(ctx context.Context, rnd *rand.Rand, user string, ui
 		}
 		rec.status("scores", st)
 		sub.accepted = st == http.StatusAccepted
+		if st == http.StatusBadRequest {
+			session = "" // lost with Redis's data: start another
+		}
 		rec.mu.Lock()
 		rec.scores = append(rec.scores, sub)
 		rec.mu.Unlock()

@@ -546,7 +546,7 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 			effects++
 		}
 	}
-	c.row("scores (best per player, leaderboard = MySQL)", accepted, effects, fmt.Sprintf("%d players; answers %v", len(best), rec.http["scores"]))
+	c.row("scores (submissions; players whose best and board are right)", accepted, effects, fmt.Sprintf("%d players; answers %v", len(best), rec.http["scores"]))
 
 	// Dead messages and why.
 	for _, dom := range tp.Domains() {
