@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -241,15 +242,26 @@ func TestChaos(t *testing.T) {
 	// A replication task stuck by a fault is republished once it is older
 	// than the backfill's threshold (more than the 15 s retry delay).
 	time.Sleep(time.Until(loadEnded.Add(17 * time.Second)))
-	rc := withEnv(fe, map[string]string{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0",
+	rc := withEnv(fe, map[string]string{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0", "BALANCE_SYNC_QUIET_PERIOD": "1ms",
 		"OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "16000"})
 	for _, job := range []string{"balance-sync", "replication-backfill"} {
 		t.Log(strings.TrimSpace(reconcileOnce(t, rc, job)))
 	}
 	drain(t, tp, 2*time.Minute)
-	t.Log(strings.TrimSpace(reconcileOnce(t, rc, "balance-sync")))
+	final := reconcileOnce(t, rc, "balance-sync")
+	t.Log(strings.TrimSpace(final))
 
 	table := checkChaos(t, l, rec, sink, db, rdb, tp, uids, opening)
+	var adj struct {
+		N   int
+		Sum decimal.Decimal
+	}
+	require.NoError(t, db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(amount_fen), 0) AS sum FROM agent_ledger WHERE kind = 'ADJUST'").Scan(&adj).Error)
+	result := "?"
+	if m := regexp.MustCompile(`"result":(\{[^}]*\})`).FindStringSubmatch(final); m != nil {
+		result = m[1]
+	}
+	table.row("reconciler", 0, 0, fmt.Sprintf("ADJUST rows %d (Σ %s fen); last balance-sync %s", adj.N, adj.Sum.StringFixed(8), result))
 	table.faults = faults.list
 	table.seed = seed
 	table.print(os.Stdout)
