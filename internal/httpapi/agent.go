@@ -7,10 +7,12 @@ import (
 	"regexp"
 
 	"github.com/eisland/isle/internal/billing"
+	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 )
 
 // Billing is what the agent endpoints need of internal/billing's Service:
@@ -108,13 +110,21 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	} else if err := s.publishCharge(r, req, ch, usage); err != nil {
-		// The charge stands: the hot balance took it and its pending record
-		// keeps it, with the request's usage, for balance-sync, which writes
-		// both when the record is older than BALANCE_SYNC_PENDING_AGE. The
-		// answer says so rather than claim a failure it did not have.
+		// The charge stands: the hot balance took it, and the answer says
+		// so rather than claim a failure it did not have. Its messages go to
+		// the outbox in MySQL, which the relay publishes when the broker is
+		// back: Redis's pending record alone (which balance-sync applies
+		// once it is older than BALANCE_SYNC_PENDING_AGE) would be lost with
+		// Redis's data. When MySQL cannot take them either, that record is
+		// all there is.
 		ledger = LedgerDeferred
-		s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and balance-sync will apply it",
-			"user", req.Username, "deduction", req.RequestID, "err", err)
+		if oerr := s.outboxCharge(r, req, ch, usage); oerr != nil {
+			s.deps.Log.ErrorContext(r.Context(), "charge recorded in Redis only: its messages could not be published nor written to the outbox; balance-sync will apply it",
+				"user", req.Username, "deduction", req.RequestID, "err", err, "outbox_err", oerr)
+		} else {
+			s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and wait in the outbox for the relay",
+				"user", req.Username, "deduction", req.RequestID, "err", err)
+		}
 	}
 	return JSON(w, http.StatusOK, chargeAnswer{
 		RequestID:    req.RequestID,
@@ -140,12 +150,37 @@ func (s *Server) publishCharge(r *http.Request, req usageRequest, ch billing.Cha
 	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
 		return err
 	}
-	deduct := topology.AgentBillingDeduct{
+	return s.Publish(r, deductMessage(req, ch), messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID})
+}
+
+func deductMessage(req usageRequest, ch billing.Charge) topology.AgentBillingDeduct {
+	return topology.AgentBillingDeduct{
 		DeductionID: req.RequestID, Username: req.Username, AmountFen: ch.Deducted.StringFixed(store.MoneyScale),
 		ModelName: req.ModelName, InputTokens: int32(req.InputTokens), OutputTokens: int32(req.OutputTokens),
 		PendingRef: ch.Ref, RequestHash: ch.RequestHash,
 	}
-	return s.Publish(r, deduct, messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID})
+}
+
+// outboxCharge writes a charge's usage and deduction to the outbox in one
+// transaction, usage first, for the relay to publish. Each is keyed by the
+// request, so writing them again adds nothing; their consumers apply each
+// once whichever way it comes (by request id, and by deduction id in the
+// ledger), also when a publish that seemed to fail had arrived.
+func (s *Server) outboxCharge(r *http.Request, req usageRequest, ch billing.Charge, usage topology.AgentUsageStats) error {
+	usageDom, ok1 := s.deps.Topology.Domain(topology.DomainAgentUsageStats)
+	deductDom, ok2 := s.deps.Topology.Domain(topology.DomainAgentBilling)
+	if !ok1 || !ok2 {
+		return errors.New("the topology has no agent billing domains")
+	}
+	trace := correlation.RequestID(r.Context())
+	key := req.Username + ":" + req.RequestID
+	return s.deps.DB.WithContext(r.Context()).Transaction(func(tx *gorm.DB) error {
+		if _, err := store.EnqueueMessage(tx, usageDom, usage, "usage:"+key, trace, 0); err != nil {
+			return err
+		}
+		_, err := store.EnqueueMessage(tx, deductDom, deductMessage(req, ch), "deduct:"+key, trace, 0)
+		return err
+	})
 }
 
 type chargeAnswer struct {

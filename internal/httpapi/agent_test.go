@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/eisland/isle/internal/httpapi"
@@ -77,4 +78,39 @@ func TestAgentUsageNamesTheFirstBadCount(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, status)
 		require.Equal(t, "inputTokens: want 0..2147483647", out["error"].(map[string]any)["message"])
 	}
+}
+
+// A charge whose messages the broker could not take is kept in MySQL's
+// outbox, not only in Redis's pending record: a Redis that then loses its
+// data (a restart without persistence) cannot take the charge with it. The
+// relay publishes the outbox rows when the broker is back.
+func TestDeferredChargeSurvivesARedisLoss(t *testing.T) {
+	t.Parallel()
+	proxy := storetest.NewProxy(t, "127.0.0.1:5672")
+	b := setup(t, options{amqpURL: strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1)})
+	ctx := context.Background()
+	require.NoError(t, store.NewPrices(b.db, b.redis).Set(ctx, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	_, err := store.NewAccounts(b.db).Create(ctx, "dana", "", decimal.RequireFromString("50"))
+	require.NoError(t, err)
+	svc := b.token(t, "gateway", httpapi.RoleService)
+
+	proxy.Pause()
+	status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, `{"requestId":"d1","username":"dana","modelName":"m","inputTokens":7}`)
+	proxy.Resume()
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, "deferred", out["ledger"])
+	storetest.Wipe(t, b.redis) // the pending record is gone
+
+	var rows []store.OutboxMessage
+	require.NoError(t, b.db.Order("id").Find(&rows).Error)
+	require.Len(t, rows, 2, "the usage and the deduction, written to the outbox")
+	billingDom, _ := b.tp.Domain(topology.DomainAgentBilling)
+	usageDom, _ := b.tp.Domain(topology.DomainAgentUsageStats)
+	require.Equal(t, []string{usageDom.Name, billingDom.Name}, []string{rows[0].Domain, rows[1].Domain}, "the usage first")
+	m, err := topology.Decode[topology.AgentBillingDeduct](rows[1].Payload)
+	require.NoError(t, err)
+	require.Equal(t, "d1", m.DeductionID)
+	require.Equal(t, "dana", m.Username)
+	require.Equal(t, "7.00000000", m.AmountFen)
+	require.NotEmpty(t, m.PendingRef)
 }
