@@ -1,7 +1,8 @@
 // Command islectl is the operator's CLI: migrations, the wire contract on the
 // broker, queue depths, dead messages, users, bans, tokens and pricing; and,
 // for local development and demos, test payment gateway keys and callbacks
-// signed with them (never for production).
+// signed with them (never for production), and a demo that drives traffic
+// through every domain of a running fleet and summarises what took effect.
 //
 //	islectl migrate
 //	islectl topology show [-json]
@@ -18,7 +19,19 @@
 //	islectl pay keys [-dir var/paykeys] [-force]
 //	islectl pay simulate -order OUT_TRADE_NO [-channel alipay|wechat] [-amount FEN] [-state SUCCESS|CLOSED|...]
 //	                     [-api URL] [-dir var/paykeys] [-notify-id ID] [-transaction-id ID] [-force]
+//	islectl demo [-duration 40s] [-wait 30s] [-users 5] [-codes 3] [-api URL] [-paykeys var/paykeys]
+//	             [-mail-dir var/mail] [-mailpit http://127.0.0.1:8025]
 //
+// islectl demo (after scripts/up, from the repository's root) creates the
+// users demo-01.. (or reuses them), sets the price of gpt-demo, and for
+// -duration charges agent usage, asks for email codes, opens orders and pays
+// them with callbacks signed with the local test keys, records identity
+// passes, uploads avatars and wallpapers and plays the mini games, within
+// the API's rate limits; then it waits, -wait at most, for the effects and
+// prints what was sent, accepted and took effect per domain, the balances,
+// the leaderboards, the dead messages and where the mails are. Its
+// progress goes to stderr. It exits 0 once it has run, rate limited or not,
+// and 1 when the fleet does not answer.
 // It reads the same environment variables as the fleet (doc/config.md).
 // Exit status: 0 success, 1 failure or a difference found, 2 bad usage.
 package main
@@ -86,6 +99,7 @@ func init() {
 		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},
 		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
 		"bench":    {"[-url URL] [-json] [-short]: measure the billing path against raw baselines (doc/performance.md)", runBench},
+		"demo":     {"[-duration 40s] [-users N]: drive traffic through every domain of a running fleet and summarise what took effect", runDemo},
 		"pay":      {"keys [-dir D] [-force] | simulate -order NO [-channel C] [-amount FEN] [-state S]: local test gateway keys and signed callbacks", runPay},
 	}
 }

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/store"
+	"github.com/stretchr/testify/require"
+)
+
+// Every run the demo submits passes the API's plausibility check for its
+// game, whatever the session's age (store.CheckRun).
+func TestDemoRunsArePlausible(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, game := range demoGames {
+		for i := range 2000 {
+			played := time.Duration(i%1000) * time.Millisecond
+			score, durationMs, moves := demoRun(game, played)
+			sess := store.GameSession{GameID: game, StartedAt: now.Add(-played)}
+			require.NoError(t, store.CheckRun(sess, score, durationMs, moves, now), "%s: %d points, %d ms, %d moves", game, score, durationMs, moves)
+			require.Positive(t, score)
+		}
+	}
+}
+
+// The plan keeps within the API's limits: 3 avatars an hour per client
+// IP, 5 wallpapers an hour per user, 10 scores a minute per user and game,
+// -codes codes; every step is due within the duration.
+func TestDemoPlanKeepsWithinTheLimits(t *testing.T) {
+	t.Parallel()
+	for _, dur := range []time.Duration{5 * time.Second, 10 * time.Second, 40 * time.Second, 10 * time.Minute} {
+		d := &demo{flags: demoFlags{duration: dur, users: 7, codes: 3}, keys: &payKeys{}}
+		for i := range 7 {
+			d.users = append(d.users, demoUser{Name: fmt.Sprintf("demo-%02d", i+1)})
+		}
+		steps := d.plan()
+		require.NotEmpty(t, steps)
+		for i, s := range steps {
+			require.Less(t, s.at, dur+2*time.Second, "step %d", i)
+			if i > 0 {
+				require.GreaterOrEqual(t, s.at, steps[i-1].at, "in time order")
+			}
+		}
+		rounds := perDuration(dur, 10*time.Second, 1, 5)
+		require.LessOrEqual(t, float64(rounds)/max(dur.Minutes(), 1), 10.0, "scores a minute per user and game")
+		require.Len(t, steps, 7*perDuration(dur, 2*time.Second, 2, 30)+3+2*7+7+3+7+3*7*rounds+3, "%s", dur)
+	}
+}
+
+func TestSpreadIsEvenAndBounded(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []time.Duration{time.Second, 5 * time.Second, 9 * time.Second}, spread(3, 10*time.Second, 0.1, 0.9))
+	require.Equal(t, []time.Duration{time.Second}, spread(1, 10*time.Second, 0.1, 0.9))
+	require.Empty(t, spread(0, 10*time.Second, 0.1, 0.9))
+	require.Equal(t, 2, perDuration(time.Second, 2*time.Second, 2, 30))
+	require.Equal(t, 30, perDuration(time.Hour, 2*time.Second, 2, 30))
+}
+
+func TestDemoPNGIsAPNGOfTheSize(t *testing.T) {
+	t.Parallel()
+	raw, err := demoPNG(320, 180, 3)
+	require.NoError(t, err)
+	img, err := png.Decode(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Equal(t, 320, img.Bounds().Dx())
+	require.Equal(t, 180, img.Bounds().Dy())
+}
+
+// The run's mails are found by their idempotency keys: receipts by order
+// number, codes by address and time, in the directory and in Mailpit.
+func TestDemoCountsItsMails(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eml := func(name, to string, at time.Time) {
+		path := filepath.Join(dir, name+".eml")
+		require.NoError(t, os.WriteFile(path, []byte("To: <"+to+">\r\nSubject: x\r\n\r\nbody\r\n"), 0o600))
+		require.NoError(t, os.Chtimes(path, at, at))
+	}
+	began := time.Now()
+	eml("code-aaaa", "demo-01@example.com", began.Add(time.Second))
+	eml("code-bbbb", "demo-01@example.com", began.Add(-time.Hour)) // an earlier run's
+	eml("code-cccc", "alice@example.com", began.Add(time.Second))  // someone else's
+	eml("receipt-NO1", "demo-02@example.com", began.Add(time.Second))
+	eml("receipt-NO9", "demo-02@example.com", began.Add(time.Second)) // not this run's order
+
+	mailpit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/readyz":
+		case "/api/v1/messages":
+			fmt.Fprintf(w, `{"total":3,"messages":[
+				{"MessageID":"code-dddd@isle.local","To":[{"Name":"","Address":"DEMO-02@example.com"}],"Created":%q},
+				{"MessageID":"receipt-NO2@isle.local","To":[{"Address":"demo-01@example.com"}],"Created":%q},
+				{"MessageID":"other@isle.local","To":[{"Address":"demo-01@example.com"}],"Created":%q}]}`,
+				began.Add(time.Second).Format(time.RFC3339Nano), began.Format(time.RFC3339Nano), began.Format(time.RFC3339Nano))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer mailpit.Close()
+
+	d := &demo{began: began, flags: demoFlags{mailDir: dir, mailpit: mailpit.URL},
+		users: []demoUser{{Name: "demo-01", Email: "demo-01@example.com"}, {Name: "demo-02", Email: "demo-02@example.com"}}}
+	m := d.countMails(context.Background(), []string{"NO1", "NO2"})
+	require.Equal(t, mailCount{Codes: 2, Receipts: 2, InMailpit: 2, Mailpit: mailpit.URL, Dir: dir}, m)
+
+	d.flags.mailpit = "http://127.0.0.1:1"
+	m = d.countMails(context.Background(), []string{"NO1", "NO2"})
+	require.Equal(t, mailCount{Codes: 1, Receipts: 1, Dir: dir}, m)
+}
+
+// Without a fleet the demo fails at once and says how to start one.
+func TestDemoWithoutAFleetSaysHowToStartIt(t *testing.T) {
+	t.Parallel()
+	var out, progress bytes.Buffer
+	lookup := func(string) (string, bool) { return "", false }
+	err := run(context.Background(), []string{"demo", "-api", "http://127.0.0.1:1"}, lookup, &out, &progress)
+	require.ErrorContains(t, err, "no Isle API answers at http://127.0.0.1:1")
+	require.ErrorContains(t, err, "start the fleet with scripts/up")
+
+	err = run(context.Background(), []string{"demo", "-users", "0"}, lookup, &out, &progress)
+	require.ErrorIs(t, err, errUsage)
+}
