@@ -102,13 +102,30 @@ func (r *run) scores(ctx context.Context) error {
 	if err := r.waitBest(ctx, ids, best, scoreWait); err != nil {
 		return err
 	}
+	// End to end is MySQL and the board: the consumer syncs Redis right
+	// after its upsert, so the last few may still be on their way.
+	deadline := time.Now().Add(scoreWait)
+	for err := r.checkBest(ctx, ids, best); err != nil; err = r.checkBest(ctx, ids, best) {
+		if time.Now().After(deadline) {
+			return err
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
 	took := time.Since(began)
 	rep.Seconds, rep.PerSecond = took.Seconds(), float64(rep.Requests)/took.Seconds()
 	if raw := r.report.Baselines.RawEndToEnd.PerSecond; raw > 0 {
 		rep.RatioToRaw = rep.PerSecond / raw
 	}
+	rep.Checked = true
 	r.logf("scores end to end, %d in flight: %.0f submissions/s (p99 %.1f ms) to MySQL and the leaderboard", rep.InFlight, rep.PerSecond, rep.P99ms)
-	return r.checkBest(ctx, ids, best)
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // scoreSessions starts a session per user through the API and returns
@@ -205,6 +222,5 @@ func (r *run) checkBest(ctx context.Context, ids []int64, want func(u int) int64
 			return fmt.Errorf("bench: scores: user %d: board %v, meta %s, want %d", id, z, meta, w)
 		}
 	}
-	r.report.Scores.Checked = true
 	return nil
 }

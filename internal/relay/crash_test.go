@@ -97,7 +97,9 @@ func TestKilledRelayLosesNothing(t *testing.T) {
 	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"))
 	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'child/%' AND published_at > ?", killedAt),
 		"no row the killed relay held was marked on its behalf")
-	require.Equal(t, stuck, b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'survivor/%' AND attempts = 2"),
+	// attempts >= 2: a child slowed down past its own lease may have claimed
+	// its batch a second time before it was killed.
+	require.Equal(t, stuck, b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'survivor/%' AND attempts >= 2"),
 		"the killed batch was claimed again, after its lease")
 	_, total := c.counts()
 	t.Logf("killed after %d of %d rows were marked, with %d claimed; %d deliveries (%d duplicates)",
