@@ -76,6 +76,7 @@ func (ids *Identities) Record(ctx context.Context, d topology.Domain, res Verifi
 		if row.Username != res.Username {
 			return fmt.Errorf("%w (%s)", ErrOtherUser, res.CertifyID)
 		}
+		was := row.Status
 		switch {
 		case row.Status == IdentityPassed:
 		case res.Passed:
@@ -84,8 +85,12 @@ func (ids *Identities) Record(ctx context.Context, d topology.Domain, res Verifi
 		default:
 			row.Status = IdentityFailed
 		}
-		if err := tx.Model(&row).Select("status", "passed_at").Updates(&row).Error; err != nil {
-			return err
+		// Only a change of status writes: a result recorded again (the
+		// provider resends) leaves the row, updated_at included, as it was.
+		if row.Status != was {
+			if err := tx.Model(&row).Select("status", "passed_at").Updates(&row).Error; err != nil {
+				return err
+			}
 		}
 		out.Row = row
 		if row.Status != IdentityPassed || !res.Passed {
