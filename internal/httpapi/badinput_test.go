@@ -36,8 +36,7 @@ const badRequestsBuilt = 173
 // request to an endpoint and what it must get: its status, and its error
 // code (the error model's error.code, or WeChat's failure body's code; ""
 // for a replay, answered as the first time) or its exact text (Alipay's
-// "fail"). Whatever it gets, it
-// changes nothing (see badState).
+// "fail"). Whatever it gets, it changes nothing (see badState).
 type badRequest struct {
 	name   string
 	req    *http.Request
@@ -53,6 +52,7 @@ type badRequest struct {
 // the counters and caches storetest.MayMove names, no message on any queue
 // of the topology, no file in the object store (doc/badinput.md).
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel() // its services are its own; its cases run one after the other
 	f := newBadFixture(t)
 	cases := f.badRequests(t)
 	t.Logf("%d bad requests across %d routes", len(cases), len(f.b.srv.Routes()))
