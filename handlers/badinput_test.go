@@ -56,6 +56,7 @@ type badMessage struct {
 // as a no-op, as the contract says, and that nothing changed: MySQL, Redis,
 // the mailer's directory and the object stores (doc/badinput.md).
 func TestBadMessagesChangeNothing(t *testing.T) {
+	t.Parallel() // its services are its own; its cases run one after the other
 	f := newConsumerFixture(t)
 	cases := f.badMessages()
 	t.Logf("%d bad messages across %d consumers", len(cases), len(handlers.Consumers))
