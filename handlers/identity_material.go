@@ -20,7 +20,7 @@ import (
 // IdentityMaterial stores a passed verification's material in the identity
 // store and sets identity_verification.material_info_url. The object's key
 // derives from the user and the certification, so a message delivered twice
-// writes the same object twice and the same URL.
+// writes the same object twice and the same URL (the row is written once).
 type IdentityMaterial struct {
 	ids   *store.Identities
 	store objstore.Store
@@ -55,8 +55,19 @@ type materialDoc struct {
 	MaterialInfo string `json:"materialInfo"`
 }
 
-// Handle stores m's material and records its URL.
+// Handle stores m's material and records its URL. A message for a
+// certification Isle does not have, or that names another user than the
+// certification's, goes to the DLQ before anything is stored.
 func (h *IdentityMaterial) Handle(ctx context.Context, m topology.IdentityMaterial) error {
+	row, err := h.ids.Get(ctx, m.CertifyID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return messaging.Permanent(fmt.Errorf("no identity verification %s: %w", m.CertifyID, err))
+	case err != nil:
+		return err
+	case row.Username != m.Username:
+		return messaging.Permanent(fmt.Errorf("identity verification %s is not %s's", m.CertifyID, m.Username))
+	}
 	body, err := json.Marshal(materialDoc{Username: m.Username, CertifyID: m.CertifyID, MaterialInfo: m.MaterialInfo})
 	if err != nil {
 		return messaging.Permanent(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"path/filepath"
 	"testing"
 
 	"github.com/eisland/isle/handlers"
@@ -132,7 +133,8 @@ func TestReplicationOfAMissingTaskOrForeignSourceIsDead(t *testing.T) {
 
 func TestIdentityMaterialIsStoredAndItsURLRecorded(t *testing.T) {
 	db, rdb := storetest.MySQL(t), storetest.Redis(t)
-	s, err := objstore.Open("file://"+t.TempDir(), objstore.Options{})
+	dir := t.TempDir()
+	s, err := objstore.Open("file://"+dir, objstore.Options{})
 	require.NoError(t, err)
 	ids := store.NewIdentities(db, rdb)
 	tp, err := topology.New(topology.Config{})
@@ -143,11 +145,12 @@ func TestIdentityMaterialIsStoredAndItsURLRecorded(t *testing.T) {
 
 	h := handlers.NewIdentityMaterial(ids, s, quiet)
 	m := topology.IdentityMaterial{Username: "ivy", CertifyID: "c-1", MaterialInfo: `{"enc":1}`}
-	for range 2 { // twice: the same object, the same URL
-		require.NoError(t, h.Handle(context.Background(), m))
-	}
-	var row store.IdentityVerification
+	var row, again store.IdentityVerification
+	require.NoError(t, h.Handle(context.Background(), m))
 	require.NoError(t, db.Where("certify_id = ?", "c-1").Take(&row).Error)
+	require.NoError(t, h.Handle(context.Background(), m), "twice: the same object, the same URL")
+	require.NoError(t, db.Where("certify_id = ?", "c-1").Take(&again).Error)
+	require.Equal(t, row, again, "a redelivery leaves the row as it was, updated_at included")
 	require.NotNil(t, row.MaterialInfoURL)
 	key := handlers.MaterialKey("ivy", "c-1")
 	require.Equal(t, s.URL(key), *row.MaterialInfoURL)
@@ -160,4 +163,11 @@ func TestIdentityMaterialIsStoredAndItsURLRecorded(t *testing.T) {
 
 	err = h.Handle(t.Context(), topology.IdentityMaterial{Username: "ivy", CertifyID: "never-recorded", MaterialInfo: "x"})
 	require.True(t, messaging.IsPermanent(err), "material of an unknown certification goes to the DLQ: %v", err)
+	err = h.Handle(t.Context(), topology.IdentityMaterial{Username: "mallory", CertifyID: "c-1", MaterialInfo: "forged"})
+	require.True(t, messaging.IsPermanent(err), "material naming another user than the certification's goes to the DLQ: %v", err)
+	require.NoError(t, db.Where("certify_id = ?", "c-1").Take(&again).Error)
+	require.Equal(t, row, again, "the certification's material is still ivy's")
+	files, err := filepath.Glob(filepath.Join(dir, "identity-material", "*"))
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, key)}, files, "a refused message stores nothing")
 }

@@ -16,8 +16,8 @@ import (
 // PaymentReceipt mails the receipt of a paid order, once per order however
 // often its message arrives (store.Orders.SendReceiptOnce). The amounts,
 // product and times come from the order row, the address from the message.
-// A message for an unknown order or an address the mailer refuses for good
-// goes to the DLQ; anything else is retried (15 s × 5).
+// A message for an unknown order, one never paid, or an address the mailer
+// refuses for good goes to the DLQ; anything else is retried (15 s × 5).
 type PaymentReceipt struct {
 	orders   *store.Orders
 	accounts *store.Accounts
@@ -43,7 +43,7 @@ func (h *PaymentReceipt) Handle(ctx context.Context, m topology.PaymentReceiptDi
 		return h.send(ctx, m.Email, o)
 	})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNotPaid):
 		return messaging.Permanent(err)
 	case errors.Is(err, mail.ErrPermanent):
 		return messaging.Permanent(err)

@@ -109,9 +109,21 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.OrderPending, got.Status)
 
-	fm, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
+	dir := t.TempDir()
+	fm, err := mail.Open("file://"+dir+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
 	receipt := handlers.NewPaymentReceipt(db, orders, fm, quiet)
 	err = receipt.Handle(t.Context(), topology.PaymentReceiptDispatch{Email: "una@example.com", OutTradeNo: "no-such-order"})
 	require.True(t, messaging.IsPermanent(err), "%v", err)
+
+	// A receipt of an order never paid is refused for good, and not mailed.
+	err = receipt.Handle(t.Context(), topology.PaymentReceiptDispatch{Email: "una@example.com", OutTradeNo: o.OutTradeNo})
+	require.True(t, messaging.IsPermanent(err), "%v", err)
+	require.ErrorIs(t, err, store.ErrNotPaid)
+	files, err := filepath.Glob(filepath.Join(dir, "*.eml"))
+	require.NoError(t, err)
+	require.Empty(t, files)
+	got, err = orders.Get(t.Context(), o.OutTradeNo)
+	require.NoError(t, err)
+	require.Nil(t, got.ReceiptSentAt)
 }

@@ -76,6 +76,7 @@ func (ids *Identities) Record(ctx context.Context, d topology.Domain, res Verifi
 		if row.Username != res.Username {
 			return fmt.Errorf("%w (%s)", ErrOtherUser, res.CertifyID)
 		}
+		was := row.Status
 		switch {
 		case row.Status == IdentityPassed:
 		case res.Passed:
@@ -84,8 +85,12 @@ func (ids *Identities) Record(ctx context.Context, d topology.Domain, res Verifi
 		default:
 			row.Status = IdentityFailed
 		}
-		if err := tx.Model(&row).Select("status", "passed_at").Updates(&row).Error; err != nil {
-			return err
+		// Only a change of status writes: a result recorded again (the
+		// provider resends) leaves the row, updated_at included, as it was.
+		if row.Status != was {
+			if err := tx.Model(&row).Select("status", "passed_at").Updates(&row).Error; err != nil {
+				return err
+			}
 		}
 		out.Row = row
 		if row.Status != IdentityPassed || !res.Passed {
@@ -131,9 +136,24 @@ func (ids *Identities) Verified(ctx context.Context, username string) (bool, err
 	return false, nil
 }
 
-// SetMaterialURL records where a certification's material was stored.
+// Get returns the certification certifyID, or ErrNotFound.
+func (ids *Identities) Get(ctx context.Context, certifyID string) (IdentityVerification, error) {
+	var row IdentityVerification
+	err := ids.db.WithContext(ctx).Where("certify_id = ?", certifyID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, fmt.Errorf("store: certification %s: %w", certifyID, ErrNotFound)
+	}
+	if err != nil {
+		return row, fmt.Errorf("store: certification %s: %w", certifyID, err)
+	}
+	return row, nil
+}
+
+// SetMaterialURL records where a certification's material was stored. The
+// same URL again writes nothing (a redelivery leaves the row as it was).
 func (ids *Identities) SetMaterialURL(ctx context.Context, certifyID, url string) error {
-	res := ids.db.WithContext(ctx).Model(&IdentityVerification{}).Where("certify_id = ?", certifyID).
+	res := ids.db.WithContext(ctx).Model(&IdentityVerification{}).
+		Where("certify_id = ? AND (material_info_url IS NULL OR material_info_url <> ?)", certifyID, url).
 		Update("material_info_url", url)
 	if res.Error != nil {
 		return fmt.Errorf("store: material of certification %s: %w", certifyID, res.Error)

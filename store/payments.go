@@ -61,6 +61,9 @@ var (
 	// ErrNotifyMismatch is a notification for another channel than the
 	// order's.
 	ErrNotifyMismatch = errors.New("store: payment notification does not match its order")
+	// ErrNotPaid is a receipt asked for an order that was never paid
+	// (pending or closed): there is nothing to receipt.
+	ErrNotPaid = errors.New("store: the order was never paid")
 )
 
 // NotifyResult says what ApplyNotify did.
@@ -297,7 +300,8 @@ func queueReceipt(tx *gorm.DB, order PaymentOrder, receipts topology.Domain, tra
 }
 
 // SendReceiptOnce calls send with the order numbered outTradeNo unless its
-// receipt went out already, and records the send when send returns nil:
+// receipt went out already (or the order was never paid: ErrNotPaid), and
+// records the send when send returns nil:
 // one receipt per order however often its message arrives. It holds the
 // order's op-lock (payment:order:op-lock, SET NX with a UUID, released by
 // compare-and-delete) meanwhile, so two deliveries at once send once; the
@@ -325,6 +329,9 @@ func (o *Orders) SendReceiptOnce(ctx context.Context, outTradeNo string, send fu
 	}
 	if order.ReceiptSentAt != nil {
 		return false, nil
+	}
+	if order.PaidAt == nil { // the receipt is written with the payment: a message that came otherwise
+		return false, fmt.Errorf("%w: order %s is %s", ErrNotPaid, outTradeNo, order.Status)
 	}
 	sctx, cancel := context.WithTimeout(ctx, keys.PaymentLockTTL-time.Second)
 	defer cancel()

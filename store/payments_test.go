@@ -251,6 +251,11 @@ func TestSendReceiptOnce(t *testing.T) {
 	f := newPayFixture(t)
 	ctx := t.Context()
 	o := f.order(t, "rex", store.ProductAgentRecharge, 100, "rex@example.com")
+	called := false
+	_, err := f.orders.SendReceiptOnce(ctx, o.OutTradeNo, func(context.Context, store.PaymentOrder) error { called = true; return nil })
+	require.ErrorIs(t, err, store.ErrNotPaid, "an order not paid yet has no receipt")
+	require.False(t, called)
+	f.apply(t, o, store.TradeSuccess, "4200000042")
 
 	fail := errors.New("smtp down")
 	sent, err := f.orders.SendReceiptOnce(ctx, o.OutTradeNo, func(context.Context, store.PaymentOrder) error { return fail })

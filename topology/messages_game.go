@@ -19,14 +19,18 @@ type ScoreUpsert struct {
 func (ScoreUpsert) Record() string { return "ScoreUpsertMessage" }
 
 // Validate requires the submit id, a user id > 0, the game, and score,
-// duration and moves >= 0.
+// duration and moves >= 0, and the strings to fit mini_game_score's
+// columns.
 func (m ScoreUpsert) Validate() error {
 	return firstError(
 		required("submitId", m.SubmitID),
+		maxChars("submitId", m.SubmitID, 64),
 		positivePtr("userId", m.UserID),
 		required("gameId", m.GameID),
+		maxChars("gameId", m.GameID, 32),
 		nonNegative("score", m.Score),
 		nonNegative("durationMs", m.DurationMs),
 		nonNegative("moves", int64(m.Moves)),
+		maxChars("clientVersion", m.ClientVersion, 64),
 	)
 }

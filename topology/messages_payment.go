@@ -33,12 +33,16 @@ type PaymentReceiptDispatch struct {
 // Record is the Java record name.
 func (PaymentNotify) Record() string { return "PaymentNotifyMessage" }
 
-// Validate requires a known channel, the order number and the trade state.
-// NotifyID and TransactionID may be empty: the consumer derives a key.
+// Validate requires a known channel, the order number and the trade state,
+// and the ids to fit payment_notify_record's columns. NotifyID and
+// TransactionID may be empty: the consumer derives a key.
 func (m PaymentNotify) Validate() error {
 	return firstError(
+		maxChars("notifyId", m.NotifyID, 128),
 		oneOf("channel", m.Channel, "ALIPAY", "WECHAT"),
 		required("outTradeNo", m.OutTradeNo),
+		maxChars("outTradeNo", m.OutTradeNo, 64),
+		maxChars("transactionId", m.TransactionID, 64),
 		required("tradeState", m.TradeState),
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -65,6 +66,15 @@ func oneOf(field, v string, allowed ...string) error {
 func maxBytes(field, v string, n int) error {
 	if len(v) > n {
 		return invalid(field, "%d bytes: want at most %d", len(v), n)
+	}
+	return nil
+}
+
+// maxChars refuses a string of more characters than its VARCHAR column
+// keeps (utf8mb4 counts characters, not bytes).
+func maxChars(field, v string, n int) error {
+	if c := utf8.RuneCountInString(v); c > n {
+		return invalid(field, "%d characters: want at most %d", c, n)
 	}
 	return nil
 }

@@ -159,3 +159,36 @@ func decodeAs(m topology.Message, body []byte) error {
 	}
 	return err
 }
+
+// A string longer than the column that keeps it is refused by Decode, so a
+// message that can never be stored goes to the DLQ at once instead of
+// failing its retries on MySQL's "data too long" (or, in a non-strict
+// sql_mode, being stored cut short).
+func TestValidateRefusesWhatItsColumnCannotKeep(t *testing.T) {
+	t.Parallel()
+	type (
+		N = topology.PaymentNotify
+		S = topology.ScoreUpsert
+	)
+	for field, m := range map[string]topology.Message{
+		"notifyId":      edit(okNotify, func(m *N) { m.NotifyID = strings.Repeat("n", 129) }),
+		"outTradeNo":    edit(okNotify, func(m *N) { m.OutTradeNo = strings.Repeat("o", 65) }),
+		"transactionId": edit(okNotify, func(m *N) { m.TransactionID = strings.Repeat("9", 65) }),
+		"submitId":      edit(okScore, func(m *S) { m.SubmitID = strings.Repeat("s", 65) }),
+		"gameId":        edit(okScore, func(m *S) { m.GameID = strings.Repeat("g", 33) }),
+		"clientVersion": edit(okScore, func(m *S) { m.ClientVersion = strings.Repeat("v", 65) }),
+	} {
+		var fe *topology.FieldError
+		require.ErrorAs(t, m.Validate(), &fe, field)
+		require.Equal(t, field, fe.Field)
+	}
+	// The widths are the columns': characters, not bytes (utf8mb4).
+	for _, m := range []topology.Message{
+		edit(okNotify, func(m *N) {
+			m.NotifyID, m.OutTradeNo, m.TransactionID = strings.Repeat("n", 128), strings.Repeat("o", 64), strings.Repeat("9", 64)
+		}),
+		edit(okScore, func(m *S) { m.SubmitID, m.ClientVersion = strings.Repeat("s", 64), strings.Repeat("版", 64) }),
+	} {
+		require.NoError(t, m.Validate(), "%+v", m)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/eisland/isle/topology"
 )
 
 // Whatever a client sends, a score submission either fails validation with
@@ -19,6 +21,7 @@ func FuzzScoreRequest(f *testing.F) {
 		`{"submitId":"s1","sessionId":"a-b","score":"7","durationMs":1e3,"moves":10}`,
 		`{"submitId":"s1","sessionId":"a-b","score":9223372036854775808,"durationMs":-0,"moves":2147483648}`,
 		`{"submitId":"s 1","sessionId":"a:b","score":null}`,
+		`{"submitId":"s1","sessionId":"a-b","score":1,"durationMs":1,"moves":1,"clientVersion":"版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本版本"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -43,6 +46,13 @@ func FuzzScoreRequest(f *testing.F) {
 		if run.Score < 0 || run.DurationMs < 0 || run.Moves < 0 || !submitIDField.MatchString(run.SubmitID) ||
 			!sessionIDField.MatchString(run.SessionID) || utf8.RuneCountInString(run.ClientVersion) > clientVersionMax {
 			t.Fatalf("%s: accepted %+v", data, run)
+		}
+		// The consumer takes what the API accepts.
+		user := int64(1)
+		m := topology.ScoreUpsert{SubmitID: run.SubmitID, UserID: &user, GameID: "2048", Score: run.Score, DurationMs: run.DurationMs,
+			Moves: run.Moves, ClientVersion: run.ClientVersion}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%s: accepted, and its message is refused: %v", data, err)
 		}
 	})
 }

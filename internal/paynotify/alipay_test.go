@@ -2,11 +2,14 @@ package paynotify_test
 
 import (
 	"crypto"
+	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -349,4 +352,75 @@ func TestPayAlipayMessage(t *testing.T) {
 		VerifyOK:      true,
 		RawBody:       n.Form.Encode(),
 	}, m)
+}
+
+// Whatever form arrives, VerifyAlipay never panics and refuses it with one
+// of its errors and the zero notice, unless Alipay's key signed exactly
+// what the form says (the seeds signed here): nothing else verifies, and a
+// verified notice says what its form says.
+func FuzzPayVerifyAlipay(f *testing.F) {
+	// Alipay's key, and another (a small one: it only signs a seed). Each
+	// fuzz worker makes its own, so no more than needed.
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		f.Fatal(err)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := paynotify.NewAlipayVerifier(paynotify.AlipayConfig{AppID: appID, SellerID: sellerID,
+		PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	signedBy := map[string]string{} // the signed string of each seed Alipay's key signed -> its sign
+	seed := func(form url.Values, by *rsa.PrivateKey) {
+		sig, err := paynotify.SignAlipay(form, by)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if by == key {
+			signedBy[paynotify.AlipaySignedString(form)] = sig
+		}
+		form.Set("sign_type", "RSA2")
+		form.Set("sign", sig)
+		f.Add(form.Encode())
+	}
+	with := func(k, v string) url.Values { form := alipayForm(); form.Set(k, v); return form }
+	seed(alipayForm(), key)
+	seed(with("trade_status", paynotify.AlipayWaitBuyerPay), key)
+	seed(with("trade_status", paynotify.AlipayTradeClosed), key)
+	seed(with("app_id", "2021999999999999"), key)
+	seed(with("total_amount", "15.001"), key)
+	seed(alipayForm(), other)
+	f.Add(alipayForm().Encode())
+	f.Add("sign_type=RSA&sign=AAAA&app_id=" + appID)
+	f.Add("a=1&a=2&sign_type=RSA2&sign=%ZZ")
+	f.Fuzz(func(t *testing.T, body string) {
+		form, err := url.ParseQuery(body)
+		if err != nil {
+			return // the handler's ParseForm refuses it first
+		}
+		n, err := v.VerifyAlipay(form)
+		if err != nil && !errors.Is(err, paynotify.ErrNotPaid) {
+			for _, want := range []error{paynotify.ErrMalformed, paynotify.ErrBadSignature, paynotify.ErrWrongApp, paynotify.ErrWrongMerchant} {
+				if errors.Is(err, want) {
+					require.Zero(t, n, "%q", body)
+					return
+				}
+			}
+			t.Fatalf("%q: refused with %v, not one of VerifyAlipay's errors", body, err)
+		}
+		sig, ok := signedBy[paynotify.AlipaySignedString(form)]
+		require.True(t, ok && sig == form.Get("sign"), "%q verified, and Alipay's key never signed it", body)
+		fen, perr := paynotify.ParseYuan(form.Get("total_amount"))
+		require.NoError(t, perr)
+		require.Equal(t, []string{form.Get("out_trade_no"), form.Get("trade_no"), form.Get("notify_id"), appID, fmt.Sprint(fen)},
+			[]string{n.OutTradeNo, n.TradeNo, n.NotifyID, n.AppID, fmt.Sprint(n.AmountFen)}, "%q", body)
+	})
 }
