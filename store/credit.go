@@ -198,3 +198,28 @@ func (b *Balances) Ensure(ctx context.Context, username string) (bool, error) {
 	}
 	return b.Init(ctx, username, BalanceRead{Balance: u.BalanceFen, Seq: u.LedgerSeq, HotEntries: u.HotEntries}, markers...)
 }
+
+// SettleCredits settles the user's RECHARGE rows whose Redis side is not
+// done (SettleCredit each): a recharge committed by the payment consumer
+// just before its settle, or left by one that died in between. It returns
+// how many were applied to the hot balance now. The rows are found by the
+// ledger's unique key (username, kind, …), so the query is cheap.
+func (b *Balances) SettleCredits(ctx context.Context, username string) (int, error) {
+	var rows []LedgerEntry
+	err := b.db.WithContext(ctx).Where("username = ? AND kind = ? AND settled_at IS NULL", username, LedgerRecharge).
+		Order("seq").Limit(100).Find(&rows).Error
+	if err != nil {
+		return 0, fmt.Errorf("store: unsettled recharges of %s: %w", username, err)
+	}
+	applied := 0
+	for _, row := range rows {
+		out, err := b.SettleCredit(ctx, row)
+		if err != nil {
+			return applied, err
+		}
+		if out == SettleApplied {
+			applied++
+		}
+	}
+	return applied, nil
+}

@@ -115,11 +115,21 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 		Usage: &store.UsageData{Model: r.Model, Input: r.Tokens.Input, Cached: r.Tokens.Cached, Output: r.Tokens.Output,
 			Reasoning: r.Tokens.Reasoning, CostMF: c.CostMicroFen}}
 	var taken store.Taken
-	err = s.withBalance(ctx, r.Username, func() error {
+	deduct := func() error {
 		var err error
 		taken, err = s.balances.Deduct(ctx, req)
 		return err
-	})
+	}
+	err = s.withBalance(ctx, r.Username, deduct)
+	if errors.Is(err, store.ErrBalanceEmpty) {
+		// A recharge may be in MySQL and not yet in the hot balance (the
+		// payment consumer settles it just after its commit): settle what
+		// there is and try once more, so a paid order is spendable as soon
+		// as it says PAID.
+		if n, serr := s.balances.SettleCredits(ctx, r.Username); serr == nil && n > 0 {
+			err = deduct()
+		}
+	}
 	switch {
 	case errors.Is(err, store.ErrBalanceEmpty):
 		return c, ErrNoBalance

@@ -11,6 +11,7 @@ import (
 	"github.com/eisland/isle/store/storetest"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
@@ -34,6 +35,7 @@ func TestCostIsExactDecimal(t *testing.T) {
 type bundle struct {
 	svc *billing.Service
 	r   *store.Redis
+	db  *gorm.DB
 }
 
 func setup(t *testing.T) bundle {
@@ -44,7 +46,7 @@ func setup(t *testing.T) bundle {
 	require.NoError(t, store.NewPrices(db, r).Set(ctx, store.Pricing{Model: "m", Input: dec("1000000"), Output: dec("2000000"), Enabled: true}))
 	_, err := store.NewAccounts(db).Create(ctx, "alice", "", dec("10"))
 	require.NoError(t, err)
-	return bundle{svc: billing.New(db, r), r: r}
+	return bundle{svc: billing.New(db, r), r: r, db: db}
 }
 
 func TestChargeInitialisesCapsAndRefuses(t *testing.T) {
@@ -126,4 +128,46 @@ func TestPricingCacheIsDroppedOnChange(t *testing.T) {
 	_, err = store.NewPrices(db, r).Get(ctx, "unknown")
 	require.ErrorIs(t, err, store.ErrUnknownModel)
 	require.Equal(t, "__NONE__", r.Client(keys.DBAgentPricing).Get(ctx, r.Keys().AgentPricing("unknown")).Val(), "unknown names are cached briefly")
+}
+
+// A recharge committed to MySQL whose Redis side is not done yet (the
+// notify consumer settles it just after its commit, or died in between) is
+// spendable at once: a charge that finds the hot balance empty settles the
+// user's unsettled recharges and tries again, rather than answer 402 to a
+// user whose order already says PAID.
+func TestChargeSettlesACommittedRechargeBeforeRefusing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.Charge(ctx, billing.Request{ID: "all", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 10}})
+	require.NoError(t, err)
+	_, err = b.svc.Charge(ctx, billing.Request{ID: "none", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 1}})
+	require.ErrorIs(t, err, billing.ErrNoBalance)
+
+	// What a consumer's commit leaves before its settle: the row and the
+	// MySQL balance, the Redis balance untouched.
+	var acct store.UserAccount
+	require.NoError(t, b.db.Where("username = ?", "alice").Take(&acct).Error)
+	require.NoError(t, b.db.Exec("INSERT INTO agent_ledger (username, kind, entry_id, seq, amount_fen, source, occurred_at)"+
+		" VALUES ('alice', 'RECHARGE', 'order-1', ?, 500, 'payment', NOW(6))", acct.LedgerSeq+1).Error)
+	require.NoError(t, b.db.Exec("UPDATE user_account SET balance_fen = balance_fen + 500, ledger_seq = ledger_seq + 1,"+
+		" hot_entries = hot_entries + 1 WHERE username = 'alice'").Error)
+
+	c, err := b.svc.Charge(ctx, billing.Request{ID: "after", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 3}})
+	require.NoError(t, err, "the paid recharge is spendable")
+	require.Equal(t, "3.00000000", c.Deducted.StringFixed(8))
+	require.Equal(t, "497.00000000", c.Balance.StringFixed(8))
+	var settled int64
+	require.NoError(t, b.db.Model(&store.LedgerEntry{}).Where("entry_id = 'order-1' AND settled_at IS NOT NULL").Count(&settled).Error)
+	require.EqualValues(t, 1, settled)
+
+	// Settled once: the consumer's own settle afterwards changes nothing.
+	var row store.LedgerEntry
+	require.NoError(t, b.db.Where("entry_id = 'order-1'").Take(&row).Error)
+	out, err := store.NewBalances(b.db, b.r).SettleCredit(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, store.SettleSettled, out)
+	bal, err := b.svc.Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "497.00000000", bal.StringFixed(8))
 }
