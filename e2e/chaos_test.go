@@ -134,6 +134,7 @@ func TestChaos(t *testing.T) {
 	l := &loadEnv{addr: fe["API_ADDR"], tokens: tokens, svc: strings.TrimSpace(svc), keys: pk,
 		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	rec := &record{http: map[string]map[int]int{}}
+	loadStart := time.Now()
 	ctx, stopLoad := context.WithTimeout(context.Background(), loadFor)
 	defer stopLoad()
 	var wg sync.WaitGroup
@@ -174,6 +175,9 @@ func TestChaos(t *testing.T) {
 		kind := kinds[frnd.IntN(len(kinds))]
 		if kind == "broker" && brokerDone {
 			kind = "kill"
+		}
+		if !brokerDone && time.Since(loadStart) > loadFor*2/3 {
+			kind = "broker" // once per run, whatever the draw
 		}
 		switch kind {
 		case "kill", "term":

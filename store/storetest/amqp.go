@@ -19,8 +19,17 @@ func AMQP(t testing.TB) (*amqp.Connection, string) {
 		t.Fatalf("storetest: RabbitMQ at %s is not reachable (scripts/test starts it): %v", AMQPURL(), err)
 	}
 	t.Cleanup(func() {
-		defer conn.Close()
-		DeleteTopology(t, conn, prefix)
+		c := conn
+		if c.IsClosed() {
+			// The broker dropped it (a test that restarts RabbitMQ): clean
+			// up on a connection of its own.
+			if c, err = amqp.Dial(AMQPURL()); err != nil {
+				t.Errorf("storetest: delete topology %s: %v", prefix, err)
+				return
+			}
+		}
+		defer c.Close()
+		DeleteTopology(t, c, prefix)
 	})
 	return conn, prefix
 }
