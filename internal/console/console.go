@@ -67,6 +67,8 @@ type Deps struct {
 	Topology  *topology.Topology
 	Broker    Broker
 	Publisher Publisher // nil: replays are refused
+	Jobs      []Job     // the reconciler's jobs, in the order shown
+	Runner    JobRunner // runs a job now under its lock; nil: jobs are not run from the console
 	Probes    []Probe
 	Log       *slog.Logger
 	// Operator names who makes a request, for the log of actions; nil
@@ -123,6 +125,9 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET "+p+"/dead", c.page(c.deadList))
 	c.mux.HandleFunc("GET "+p+"/dead/{domain}/{id}", c.page(c.deadOne))
 	c.mux.HandleFunc("POST "+p+"/dead/replay", c.action(c.replay))
+	c.mux.HandleFunc("GET "+p+"/money", c.page(c.money))
+	c.mux.HandleFunc("GET "+p+"/jobs", c.page(c.jobs))
+	c.mux.HandleFunc("POST "+p+"/jobs/{name}/run", c.action(c.runJob))
 	c.mux.HandleFunc("GET "+p+"/static/console.css", c.css)
 	c.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, errorf(http.StatusNotFound, "no page %s", r.URL.Path))
