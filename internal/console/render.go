@@ -163,7 +163,8 @@ var funcs = template.FuncMap{
 	"rate":      func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"deref":     func(s *string) string { return derefString(s) },
 	"derefTime": func(t *time.Time) time.Time { return derefTime(t) },
-	"contains":  strings.Contains,
+	"dur":       shortDuration,
+	"plural":    plural,
 }
 
 func fmtTimePtr(t *time.Time) string {
@@ -185,6 +186,26 @@ func derefString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// shortDuration prints d to the second, without zero units: "10m", "1m30s".
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// plural is "1 entry" or "n entries": word and its plural form.
+func plural(n any, one, many string) string {
+	if fmt.Sprint(n) == "1" {
+		return "1 " + one
+	}
+	return fmt.Sprint(n) + " " + many
 }
 
 // ago says how long before now t was, coarsely: "42s", "5m", "3h", "2d".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -132,9 +133,14 @@ func (b *testBundle) deadMessage(t *testing.T, domain, messageID, body, lastErro
 	require.True(t, ok)
 	headers := fmt.Sprintf(`{"__TypeId__":%q,%q:%d,"x-last-error":%q,"x-dead-reason":%q}`,
 		d.TypeID, d.RetryHeader, d.Retry.MaxRetries, lastError, "retries exhausted")
+	var fields map[string]any
+	subject := ""
+	if json.Unmarshal([]byte(body), &fields) == nil && fields[d.DLQSubject] != nil {
+		subject = fmt.Sprint(fields[d.DLQSubject])
+	}
 	dl := &store.DeadLetter{
 		DedupKey: store.DeadLetterKey(d.DLQ, messageID, 0, []byte(body+deadAt.String())), Queue: d.DLQ, RoutingKey: d.DLQKey,
-		MessageType: d.TypeID, MessageID: messageID, TraceID: "trace-" + messageID, Body: []byte(body), Headers: headers,
+		MessageType: d.TypeID, MessageID: messageID, TraceID: "trace-" + messageID, Subject: subject, Body: []byte(body), Headers: headers,
 		RetryCount: d.Retry.MaxRetries, LastError: &lastError, DeadAt: deadAt.UTC(),
 	}
 	saved, err := store.NewDeadLetters(b.db).Save(context.Background(), d.DLQTable, dl)
