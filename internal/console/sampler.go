@@ -36,6 +36,7 @@ const probeTimeout = 2 * time.Second
 // sampler keeps the samples of the last window, oldest first.
 type sampler struct {
 	c      *Console
+	names  []string // the topology's queues
 	client *http.Client
 	taking sync.Mutex // one sample taken at a time
 	mu     sync.Mutex
@@ -43,7 +44,11 @@ type sampler struct {
 }
 
 func newSampler(c *Console) *sampler {
-	return &sampler{c: c, client: &http.Client{Timeout: probeTimeout}}
+	s := &sampler{c: c, client: &http.Client{Timeout: probeTimeout}}
+	for _, q := range c.deps.Topology.Queues() {
+		s.names = append(s.names, q.Name)
+	}
+	return s
 }
 
 // take samples now and keeps the sample.
@@ -113,8 +118,17 @@ func (s *sampler) measure(ctx context.Context) sample {
 		run(i, ch.name, func(ctx context.Context) (string, error) { return "", ch.fn(ctx) })
 	}
 	run(len(checks), "RabbitMQ (management API)", func(ctx context.Context) (string, error) {
-		smp.queues, smp.queueErr = d.Broker.Queues(ctx)
-		return "", smp.queueErr
+		all, err := d.Broker.Queues(ctx)
+		smp.queueErr = err
+		if err == nil {
+			smp.queues = make(map[string]rabbitadmin.QueueStats, len(s.names))
+			for _, name := range s.names { // the topology's only: a shared broker holds others
+				if q, ok := all[name]; ok {
+					smp.queues[name] = q
+				}
+			}
+		}
+		return "", err
 	})
 	for i, p := range d.Probes {
 		i := len(checks) + 1 + i
