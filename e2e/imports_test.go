@@ -77,19 +77,22 @@ func TestImportGraph(t *testing.T) {
 		"internal/httpapi": {"internal/billing", "internal/correlation", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit", "store", "store/keys",
 			"topology"},
 		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},
-		"cmd/internal/config": {"internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/reconcile", "internal/relay", "store",
+		// The operator console reads what the operator's CLI and the reconciler read; the API and islectl mount it.
+		"internal/console": {"internal/dlq", "internal/messaging", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},
+		"cmd/internal/config": {"internal/console", "internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/reconcile", "internal/relay", "store",
 			"store/keys", "topology"},
 		"cmd/internal/config/gendoc": {"cmd/internal/config"},
-		"cmd/internal/app":           {"cmd/internal/config", "internal/correlation", "internal/keyclean", "internal/mail", "internal/objstore", "store", "topology"},
-		"cmd/api":                    {"cmd/internal/app", "cmd/internal/config", "internal/billing", "internal/httpapi", "internal/messaging", "internal/paynotify"},
-		"cmd/worker":                 {"cmd/internal/app", "cmd/internal/config", "handlers", "internal/mail", "internal/messaging", "internal/objstore", "store"},
-		"cmd/relay":                  {"cmd/internal/app", "cmd/internal/config", "internal/messaging", "internal/relay"},
+		"cmd/internal/app": {"cmd/internal/config", "internal/console", "internal/correlation", "internal/dlq", "internal/keyclean", "internal/mail", "internal/messaging",
+			"internal/objstore", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},
+		"cmd/api":    {"cmd/internal/app", "cmd/internal/config", "internal/billing", "internal/httpapi", "internal/messaging", "internal/paynotify"},
+		"cmd/worker": {"cmd/internal/app", "cmd/internal/config", "handlers", "internal/mail", "internal/messaging", "internal/objstore", "store"},
+		"cmd/relay":  {"cmd/internal/app", "cmd/internal/config", "internal/messaging", "internal/relay"},
 		"cmd/reconcile": {"cmd/internal/app", "cmd/internal/config", "internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin",
 			"internal/reconcile", "store", "store/keys", "topology"},
 		// The bench drives a fleet from outside, as a client and an operator do.
 		"internal/bench": {"internal/httpapi", "internal/keyclean", "store", "store/keys", "topology"},
 		// islectl pay simulate signs callbacks as the gateways do (paynotify's test signers).
-		"cmd/islectl": {"cmd/internal/config", "internal/bench", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/paynotify",
+		"cmd/islectl": {"cmd/internal/app", "cmd/internal/config", "internal/bench", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/paynotify",
 			"internal/rabbitadmin", "store", "store/keys", "topology"},
 		"e2e": {},
 	}

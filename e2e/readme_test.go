@@ -50,6 +50,8 @@ func TestREADMEExamples(t *testing.T) {
 		`{"error":{"code":"unauthorized","message":"missing bearer token"}}`,
 		`"openapi":"3.0.3"`,
 		`isle_http_requests_total{method="GET",route="/healthz",status="200"}`,
+		"console without a token: 401",
+		"<title>Overview · Isle console</title>",
 		"pricing of gpt-demo set",
 		`{"requestId":"demo-1","costFen":"4.80000000","costMicroFen":480000000,"deductedFen":"4.80000000","balanceFen":"95.20000000","replayed":false,"ledger":"queued"}`,
 		`"sent":true`,

@@ -109,6 +109,15 @@ ensure_services() {
   ensure_rabbitmq
 }
 
+# ensure_chromium: the operator console's browser test (internal/console)
+# drives Debian's chromium headless; it is installed as root when missing,
+# and otherwise that test skips itself.
+ensure_chromium() {
+  command -v chromium >/dev/null && return 0
+  apt_install chromium ||
+    say "chromium is not installed (and this is not root with apt): the console's browser test will skip"
+}
+
 # mysql_server_dsn prints a DSN (without a database) that Isle can use on the
 # local server. root over TCP with an empty password is tried first; where
 # Debian's MariaDB refuses it (ERROR 1698, unix_socket authentication), an

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -95,14 +96,60 @@ func (ds *DeadLetters) Save(ctx context.Context, table string, dl *DeadLetter) (
 
 // DeadLetterFilter selects dead messages.
 type DeadLetterFilter struct {
-	Queues      []string  // only these queues; empty = all
-	Since       time.Time // dead at or after; zero = any time
-	NotReplayed bool
-	AfterID     uint64 // for paging: rows with a larger id
-	Limit       int    // default 100
-	NewestFirst bool
-	SizesOnly   bool // leave Body and Headers out (BodyBytes and HeadersBytes give their sizes)
+	Queues        []string  // only these queues; empty = all
+	Since         time.Time // dead at or after; zero = any time
+	NotReplayed   bool
+	Replayed      bool   // only rows replayed before (NotReplayed's opposite)
+	MessageID     string // only this message's rows (its deaths, one per replay)
+	ErrorContains string // last_error contains this text
+	AfterID       uint64 // for paging: rows with a larger id
+	Limit         int    // default 100
+	NewestFirst   bool
+	SizesOnly     bool // leave Body and Headers out (BodyBytes and HeadersBytes give their sizes)
+	// ByDeadAt orders by dead_at and id, newest first, rather than by id,
+	// and pages with Before rather than AfterID.
+	ByDeadAt bool
+	Before   DeadLetterCursor // with ByDeadAt: only rows before it; zero = from the newest
 }
+
+// DeadLetterCursor is a place in the order of dead_at and id: the rows
+// before it died earlier, or at At with a smaller id.
+type DeadLetterCursor struct {
+	At time.Time
+	ID uint64
+}
+
+// where adds f's conditions to q.
+func (f DeadLetterFilter) where(q *gorm.DB) *gorm.DB {
+	if len(f.Queues) > 0 {
+		q = q.Where("queue IN ?", f.Queues)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("dead_at >= ?", f.Since.UTC())
+	}
+	switch {
+	case f.NotReplayed:
+		q = q.Where("replayed_at IS NULL")
+	case f.Replayed:
+		q = q.Where("replayed_at IS NOT NULL")
+	}
+	if f.MessageID != "" {
+		q = q.Where("message_id = ?", f.MessageID)
+	}
+	if f.ErrorContains != "" {
+		q = q.Where(`last_error LIKE ? ESCAPE '!'`, "%"+likeEscaper.Replace(f.ErrorContains)+"%")
+	}
+	if f.ByDeadAt && !f.Before.At.IsZero() {
+		at := f.Before.At.UTC()
+		q = q.Where("(dead_at < ? OR (dead_at = ? AND id < ?))", at, at, f.Before.ID)
+	} else if !f.ByDeadAt && f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	return q
+}
+
+// likeEscaper makes a text match itself in a LIKE pattern escaped by '!'.
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
 
 // DeadLetters.List lists the rows of table that match f, each whole as
 // DeadLetters.Get reads it, or without body and headers with f.SizesOnly (a
@@ -112,21 +159,12 @@ func (ds *DeadLetters) List(ctx context.Context, table string, f DeadLetterFilte
 	if err := checkDLQTable(table); err != nil {
 		return nil, err
 	}
-	q := db.WithContext(ctx).Table(table)
-	if len(f.Queues) > 0 {
-		q = q.Where("queue IN ?", f.Queues)
-	}
-	if !f.Since.IsZero() {
-		q = q.Where("dead_at >= ?", f.Since.UTC())
-	}
-	if f.NotReplayed {
-		q = q.Where("replayed_at IS NULL")
-	}
-	if f.AfterID > 0 {
-		q = q.Where("id > ?", f.AfterID)
-	}
+	q := f.where(db.WithContext(ctx).Table(table))
 	order := "id"
-	if f.NewestFirst {
+	switch {
+	case f.ByDeadAt:
+		order = "dead_at DESC, id DESC"
+	case f.NewestFirst:
 		order = "id DESC"
 	}
 	limit := f.Limit
@@ -149,6 +187,20 @@ func (ds *DeadLetters) List(ctx context.Context, table string, f DeadLetterFilte
 		}
 	}
 	return rows, nil
+}
+
+// Count counts the rows of table that match f (its Limit, order and paging
+// aside).
+func (ds *DeadLetters) Count(ctx context.Context, table string, f DeadLetterFilter) (int64, error) {
+	if err := checkDLQTable(table); err != nil {
+		return 0, err
+	}
+	f.Before, f.AfterID = DeadLetterCursor{}, 0
+	var n int64
+	if err := f.where(ds.db.WithContext(ctx).Table(table)).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: count %s: %w", table, err)
+	}
+	return n, nil
 }
 
 // Get returns one row of table, whole: a body or headers kept in

@@ -61,6 +61,19 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	charges := billing.New(deps.DB, deps.Redis)
 	go charges.WatchPrices(ctx, log)
+	var admin http.Handler // the operator console under /admin/
+	if cfg.Console.Enabled {
+		con, err := app.NewConsole(cfg.Console, cfg.AMQP, "/admin", "api", app.ConsoleDeps{
+			DB: deps.DB, Redis: deps.Redis, Topology: deps.Topology, Publisher: pub, Log: log,
+			Operator: func(r *http.Request) string { p, _ := httpapi.PrincipalFrom(r.Context()); return p.Subject },
+			CSRFKey:  app.ConsoleCSRFKey(cfg.JWT.Secret),
+		})
+		if err != nil {
+			return err
+		}
+		go con.Run(ctx)
+		admin = con
+	}
 	api, err := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
@@ -68,7 +81,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		CodePepper: []byte(cfg.HTTP.CodePepper), ScoreSubmitPerMinute: cfg.HTTP.ScoreSubmitPerMinute,
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
-		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat,
+		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat, Admin: admin,
 	})
 	if err != nil {
 		return err
@@ -104,7 +117,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()))
+	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()),
+		"console", cfg.Console.Enabled)
 
 	select {
 	case err := <-served:

@@ -1,14 +1,16 @@
 // Command islectl is the operator's CLI: migrations, the wire contract on the
-// broker, queue depths, dead messages, users, bans, tokens and pricing; and,
-// for local development and demos, test payment gateway keys and callbacks
-// signed with them (never for production), and a demo that drives traffic
-// through every domain of a running fleet and summarises what took effect.
+// broker, queue depths, the operator console, dead messages, users, bans,
+// tokens and pricing; and, for local development and demos, test payment
+// gateway keys and callbacks signed with them (never for production), and a
+// demo that drives traffic through every domain of a running fleet and
+// summarises what took effect.
 //
 //	islectl migrate
 //	islectl topology show [-json]
 //	islectl topology apply
 //	islectl topology verify [-amqp-only]
 //	islectl queues
+//	islectl console [-addr 127.0.0.1:8090] [-allow-remote]
 //	islectl dlq list [-domain D] [-since 24h] [-all] [-limit N]
 //	islectl dlq show DOMAIN/ID
 //	islectl dlq replay DOMAIN/ID... [-force] | -domain D -all [-force]
@@ -94,6 +96,7 @@ func init() {
 		"migrate":  {"apply pending MySQL migrations (creates the database if missing)", runMigrate},
 		"topology": {"show | apply | verify the RabbitMQ wire contract", runTopology},
 		"queues":   {"depth and consumers of every queue of the topology", runQueues},
+		"console":  {"[-addr 127.0.0.1:8090]: the operator console in a browser, on loopback (doc/console.md)", runConsole},
 		"dlq":      {"list | show ID | replay ID... | replay --domain D --all: stored dead messages", runDLQ},
 		"users":    {"create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans", runUsers},
 		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},

@@ -14,15 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/dlq"
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/rabbitadmin"
@@ -40,37 +37,8 @@ func main() {
 	})
 }
 
-// services are what the jobs are built from. pub is nil unless dlq-replay
-// or replication-backfill may run: only then does the reconciler connect to
-// RabbitMQ (and declare the topology: deps.Topology).
-type services struct {
-	deps     *app.Deps
-	pub      *messaging.Publisher
-	inflight reconcile.InFlight // whether a deduction message may still arrive (balance-sync)
-	cfg      config.ReconcileSection
-	metrics  *reconcile.Metrics
-	log      *slog.Logger
-}
-
-// jobs builds each job, by the name -once takes.
-var jobs = map[string]func(s services) reconcile.Job{
-	"balance-sync": func(s services) reconcile.Job {
-		return reconcile.NewBalanceSync(s.deps.DB, s.deps.Redis, s.cfg.BalanceSync, s.inflight, s.metrics, s.log)
-	},
-	"dlq-replay": func(s services) reconcile.Job {
-		return reconcile.NewDLQReplay(dlq.NewStore(s.deps.DB, s.deps.Topology), s.pub, topology.DomainObjectReplication, s.cfg.ReplayBatchSize)
-	},
-	"outbox-purge": func(s services) reconcile.Job {
-		return reconcile.NewOutboxPurge(s.deps.DB, s.cfg.OutboxPurge, s.metrics, s.log)
-	},
-	"replication-backfill": func(s services) reconcile.Job {
-		dom, _ := s.deps.Topology.Domain(topology.DomainObjectReplication) // in every topology: a test holds the table
-		return reconcile.NewReplicationBackfill(s.deps.DB, dom, s.pub, s.cfg.Backfill, s.metrics, s.log)
-	},
-}
-
 // jobNames are the jobs' names, sorted, for -once and its usage.
-var jobNames = slices.Sorted(maps.Keys(jobs))
+var jobNames = app.JobNames
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
@@ -114,11 +82,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return err
 		}
 	}
-	inflight, err := reconcile.NewBillingInFlight(tp, admin, dlq.NewStore(deps.DB, tp))
-	if err != nil {
-		return err
-	}
-	svc := services{deps: deps, inflight: inflight, cfg: rc, metrics: metrics, log: log}
+	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
 	if needAMQP {
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4},
 			deps.Topology, messaging.NewMetrics(reg), log)
@@ -126,14 +90,19 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return err
 		}
 		defer pub.Close()
-		svc.pub = pub
+		jd.Publisher = pub
 	}
+	jobs, err := app.Jobs(jd, rc)
+	if err != nil {
+		return err
+	}
+	runner := reconcile.Runner{Redis: deps.Redis, Runs: reconcile.NewRuns(deps.DB), Metrics: metrics, Log: log, Owner: app.ProcessName("reconcile")}
 
 	if *once != "" {
-		res, err := reconcile.RunJob(ctx, deps.Redis, jobs[*once](svc), metrics, log)
+		res, err := runner.Run(ctx, jobs[*once], "reconcile -once")
 		if res != nil {
 			if *asJSON {
-				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": attrMap(res.LogValue())})
+				_ = json.NewEncoder(stdout).Encode(map[string]any{"job": *once, "result": reconcile.ResultFields(res)})
 			} else {
 				fmt.Fprintf(stdout, "%s: %s\n", *once, res)
 			}
@@ -142,21 +111,16 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 
 	var schedules []reconcile.Schedule
-	if rc.BalanceSyncSchedule != "off" {
-		schedules = append(schedules, reconcile.Schedule{Spec: rc.BalanceSyncSchedule, Job: jobs["balance-sync"](svc)})
+	specs := app.Schedules(rc)
+	for _, name := range jobNames {
+		if spec, ok := specs[name]; ok {
+			schedules = append(schedules, reconcile.Schedule{Spec: spec, Job: jobs[name]})
+		}
 	}
-	if rc.OutboxPurgeSchedule != "off" {
-		schedules = append(schedules, reconcile.Schedule{Spec: rc.OutboxPurgeSchedule, Job: jobs["outbox-purge"](svc)})
-	}
-	if rc.ReplayEnabled {
-		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.ReplayInterval.String(), Job: jobs["dlq-replay"](svc)})
-	}
-	if rc.BackfillEnabled {
-		schedules = append(schedules, reconcile.Schedule{Spec: "@every " + rc.BackfillInterval.String(), Job: jobs["replication-backfill"](svc)})
-	}
-	lease := lease.New(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease("reconcile"), rc.LeaseTTL)
+	lease := lease.New(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease(reconcile.LeaderGroup), rc.LeaseTTL)
 	leader := reconcile.NewLeader(lease, log)
-	sched, err := reconcile.NewScheduler(leader, deps.Redis, metrics, log, schedules...)
+	runner.Owner += ", lease " + lease.Owner() // the console tells the leader's runs by it
+	sched, err := reconcile.NewScheduler(leader, runner, schedules...)
 	if err != nil {
 		return err
 	}
@@ -183,18 +147,4 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	// reconciler stops, not a failure.
 	log.Info("reconcile stopped")
 	return nil
-}
-
-// attrMap turns a result's log value into the object -json prints, so the
-// printed result and the logged one name each count alike.
-func attrMap(v slog.Value) any {
-	v = v.Resolve()
-	if v.Kind() != slog.KindGroup {
-		return v.Any()
-	}
-	m := make(map[string]any)
-	for _, a := range v.Group() {
-		m[a.Key] = attrMap(a.Value)
-	}
-	return m
 }

@@ -54,5 +54,13 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodPost, Path: "/v1/games/{gameId}/sessions", Roles: []Role{RoleUser}, MaxBody: gameMaxBody, Handle: s.startSession},
 		{Method: http.MethodPost, Path: "/v1/games/{gameId}/scores", Roles: []Role{RoleUser}, MaxBody: gameMaxBody, Handle: s.submitScore},
 		{Method: http.MethodGet, Path: "/v1/games/{gameId}/leaderboard", Roles: []Role{RoleUser}, Handle: s.leaderboard},
+
+		// The operator console (admin.go, internal/console): HTML pages and
+		// POST forms, the token from a bearer header or the login's cookie.
+		{Method: http.MethodGet, Path: "/admin/login", Handle: s.adminLoginForm},
+		{Method: http.MethodPost, Path: "/admin/login", MaxBody: 16 << 10, Handle: s.adminLogin},
+		{Method: http.MethodPost, Path: "/admin/logout", Handle: s.adminLogout},
+		{Method: http.MethodGet, Path: "/admin/*", Roles: []Role{RoleAdmin}, Cookie: AdminCookie, Handle: s.admin},
+		{Method: http.MethodPost, Path: "/admin/*", Roles: []Role{RoleAdmin}, Cookie: AdminCookie, MaxBody: adminMaxBody, Handle: s.admin},
 	}
 }

@@ -53,6 +53,7 @@ type Deps struct {
 	Objects   objstore.Store            // the source store uploads go to; nil: uploads are a 503
 	Alipay    *paynotify.AlipayVerifier // nil: Alipay callbacks are refused
 	Wechat    *paynotify.WechatVerifier // nil: WeChat Pay callbacks are refused
+	Admin     http.Handler              // the operator console, served under /admin/ (admin.go); nil: not served
 	Log       *slog.Logger
 	Registry  *prometheus.Registry
 	Now       func() time.Time // default time.Now
@@ -70,7 +71,10 @@ type Route struct {
 	Limits  []Limit // checked in order after authentication
 	Replay  bool    // require X-Timestamp and a fresh X-Nonce
 	MaxBody int64   // request body limit; 0 = Config.MaxBodyBytes
-	Handle  HandlerFunc
+	// Cookie also takes the bearer token from this cookie, and answers a
+	// browser that authentication refuses with the login form (admin.go).
+	Cookie string
+	Handle HandlerFunc
 }
 
 // Server serves the routes with the platform around them.
@@ -148,9 +152,14 @@ func (s *Server) chain(rt Route) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if len(rt.Roles) > 0 {
+			if rt.Cookie != "" {
+				tokenFromCookie(r, rt.Cookie)
+			}
 			p, err := s.authenticate(r, rt.Roles)
 			if err != nil {
-				s.fail(w, r, err)
+				if rt.Cookie == "" || !browserDenied(w, r, err) {
+					s.fail(w, r, err)
+				}
 				return
 			}
 			notePrincipal(r.Context(), p)

@@ -1,7 +1,8 @@
 // Package rabbitadmin reads a RabbitMQ broker through its management HTTP
 // API: what exchanges, queues and bindings exist, with their properties.
 // AMQP cannot list bindings, so `islectl topology verify` needs this to
-// compare them with the table.
+// compare them with the table; the operator console reads each queue's
+// depth, consumers and rates from it (Queues).
 package rabbitadmin
 
 import (

@@ -6,6 +6,8 @@
 // RunOnce returning a Result an operator reads; the Scheduler runs jobs on
 // cron schedules (robfig/cron v3) in whichever process holds the Redis
 // leader lease, so any number of replicas run each scheduled job once, and
-// a per-job lock keeps a run started by `reconcile -once` from overlapping
-// the daemon's.
+// a per-job lock keeps a run started by `reconcile -once` (or the operator
+// console's "run now") from overlapping the daemon's. A Runner runs a job
+// under that lock, and Runs records each run in MySQL (job_run): who
+// started it, where it ran, when, and its result or error.
 package reconcile

@@ -2,11 +2,16 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/eisland/isle/internal/lease"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keys"
+	"github.com/redis/go-redis/v9"
 )
 
 // Leader keeps trying to hold a lease and renews it while it does. Jobs run
@@ -65,4 +70,42 @@ func (l *Leader) lead(ctx context.Context) {
 	<-held.Done()
 	release()
 	l.log.Warn("leader: no longer running the scheduled jobs", "why", why)
+}
+
+// LeaderGroup names the reconciler's leader lease: isle:leader:reconcile.
+const LeaderGroup = "reconcile"
+
+// Holder is who holds a lease or a job lock, and for how much longer
+// unless renewed. The zero Holder is nobody.
+type Holder struct {
+	Owner string // the holder's id (a scheduled run's job_run.owner names it)
+	TTL   time.Duration
+}
+
+// CurrentLeader reads who leads the reconcilers now: the process that runs
+// the scheduled jobs.
+func CurrentLeader(ctx context.Context, rdb *store.Redis) (Holder, error) {
+	return holder(ctx, rdb, keys.LeaderLease.DB, rdb.Keys().LeaderLease(LeaderGroup))
+}
+
+// Running reads who holds a job's lock: someone runs it now.
+func Running(ctx context.Context, rdb *store.Redis, job string) (Holder, error) {
+	return holder(ctx, rdb, keys.JobLock.DB, rdb.Keys().JobLock(job))
+}
+
+func holder(ctx context.Context, rdb *store.Redis, db keys.DB, key string) (Holder, error) {
+	c := rdb.Client(db)
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return Holder{}, nil
+	}
+	if err != nil {
+		return Holder{}, fmt.Errorf("reconcile: read %s: %w", key, err)
+	}
+	return Holder{Owner: get.Val(), TTL: max(ttl.Val(), 0)}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/eisland/isle/store"
 	"github.com/robfig/cron/v3"
 )
 
@@ -17,24 +16,28 @@ type Schedule struct {
 	Job  Job
 }
 
+// StartedBySchedule is how job_run names a run the scheduler started.
+const StartedBySchedule = "schedule"
+
 // Parser reads the schedules: standard cron with an optional seconds field,
 // and descriptors (@every, @hourly, ...).
 var Parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Scheduler fires jobs on their schedules, in the leader only.
 type Scheduler struct {
-	cron    *cron.Cron
-	leader  *Leader
-	rdb     *store.Redis
-	metrics *Metrics
-	log     *slog.Logger
+	cron   *cron.Cron
+	leader *Leader
+	runner Runner
+	log    *slog.Logger
 }
 
 // NewScheduler registers the schedules; a bad spec is an error naming it.
-func NewScheduler(leader *Leader, rdb *store.Redis, m *Metrics, log *slog.Logger, schedules ...Schedule) (*Scheduler, error) {
+// Each tick runs its job through runner, as started by "schedule".
+func NewScheduler(leader *Leader, runner Runner, schedules ...Schedule) (*Scheduler, error) {
+	log := runner.Log
 	s := &Scheduler{
 		cron:   cron.New(cron.WithParser(Parser), cron.WithChain(cron.Recover(cronLogger{log}), cron.SkipIfStillRunning(cronLogger{log}))),
-		leader: leader, rdb: rdb, metrics: m, log: log,
+		leader: leader, runner: runner, log: log,
 	}
 	var errs []error
 	for _, sc := range schedules {
@@ -53,7 +56,7 @@ func (s *Scheduler) fire(job Job) {
 		s.log.Debug("not the leader; skipping", "job", job.Name())
 		return
 	}
-	if _, err := RunJob(ctx, s.rdb, job, s.metrics, s.log); errors.Is(err, ErrBusy) {
+	if _, err := s.runner.Run(ctx, job, StartedBySchedule); errors.Is(err, ErrBusy) {
 		s.log.Info("job still running elsewhere; skipping this tick", "job", job.Name())
 	}
 }

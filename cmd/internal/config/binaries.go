@@ -32,6 +32,7 @@ type API struct {
 	JWT      JWT
 	Objects  Objects
 	Payments Payments
+	Console  Console
 }
 
 // HTTP is the API server section.
@@ -80,6 +81,9 @@ func loadAPIAddr(l *loader) string {
 
 func loadAPI(l *loader) API {
 	c := API{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), HTTP: loadHTTP(l), JWT: loadJWT(l), Objects: loadObjects(l), Payments: loadPayments(l)}
+	c.Console = loadConsole(l, c.HTTP.Addr)
+	c.Console.Enabled = l.Bool("ADMIN_CONSOLE_ENABLED", true,
+		"Serve the operator console (doc/console.md) under /admin/ to tokens of the admin role; `islectl console` serves it alone on loopback.")
 	if c.JWT.missing != nil {
 		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
 	}
@@ -93,6 +97,20 @@ func LoadAPI(lookupEnv func(string) (string, bool)) (API, error) { return load(l
 func opsAddrDoc(port string) string {
 	return "The default listens on loopback only, for probes and scrapers on the same machine; " +
 		"where they connect from elsewhere (another container, a Prometheus host), set e.g. 0.0.0.0:" + port + "."
+}
+
+// The operations addresses of the worker, the relay and the reconciler:
+// each serves on its own, and the operator console checks their /healthz.
+func workerOpsAddr(l *loader) string {
+	return l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090"))
+}
+
+func relayOpsAddr(l *loader) string {
+	return l.OptionalAddr("RELAY_OPS_ADDR", "127.0.0.1:9091", "Address of the relay's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9091"))
+}
+
+func reconcileOpsAddr(l *loader) string {
+	return l.OptionalAddr("RECONCILE_OPS_ADDR", "127.0.0.1:9092", "Address of the reconciler's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9092"))
 }
 
 // Worker is the configuration of cmd/worker.
@@ -119,7 +137,7 @@ type WorkerSection struct {
 
 func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
-		OpsAddr: l.OptionalAddr("WORKER_OPS_ADDR", "127.0.0.1:9090", "Address of the worker's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9090")),
+		OpsAddr: workerOpsAddr(l),
 		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535,
 			"Unacknowledged deliveries each consuming channel may hold (AMQP prefetch); a batching consumer's channel holds at least two batches."),
 		Batch: l.Int("WORKER_BATCH", store.WriterBatchMax, 1, 1000,
@@ -179,7 +197,7 @@ type RelaySection struct {
 
 func loadRelay(l *loader) RelaySection {
 	return RelaySection{
-		OpsAddr:            l.OptionalAddr("RELAY_OPS_ADDR", "127.0.0.1:9091", "Address of the relay's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9091")),
+		OpsAddr:            relayOpsAddr(l),
 		ReplicationEnabled: l.Bool("OBJECT_REPLICATION_ENABLED", true, "Enable the object replication subsystem."),
 		Enabled:            l.Bool("OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED", true, "Enable outbox relay polling."),
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
@@ -232,7 +250,7 @@ type ReconcileSection struct {
 
 func loadReconcile(l *loader) ReconcileSection {
 	r := ReconcileSection{
-		OpsAddr:  l.OptionalAddr("RECONCILE_OPS_ADDR", "127.0.0.1:9092", "Address of the reconciler's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9092")),
+		OpsAddr:  reconcileOpsAddr(l),
 		LeaseTTL: l.Duration("RECONCILE_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute, "TTL of the leader lease; the leader renews it at a third. A leader that cannot renew it stops running jobs."),
 		BalanceSyncSchedule: l.String("BALANCE_SYNC_SCHEDULE", "@every 30m",
 			"When balance-sync runs: cron with optional seconds (\"0 */30 * * * *\") or a descriptor (\"@every 30m\"); \"off\" disables it."),
@@ -308,7 +326,8 @@ func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
 
 // Islectl is the configuration of cmd/islectl: the connections, the token
 // key, which only islectl token needs (JWT.Key says when it is missing),
-// and the API's address, where islectl pay simulate posts.
+// the API's address, where islectl pay simulate posts, and the console's
+// section, for islectl console.
 type Islectl struct {
 	Log     Log
 	MySQL   store.MySQLConfig
@@ -316,10 +335,13 @@ type Islectl struct {
 	AMQP    AMQP
 	JWT     JWT
 	APIAddr string
+	Console Console // islectl console
 }
 
 func loadIslectl(l *loader) Islectl {
-	return Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), JWT: loadJWT(l), APIAddr: loadAPIAddr(l)}
+	c := Islectl{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), JWT: loadJWT(l), APIAddr: loadAPIAddr(l)}
+	c.Console = loadConsole(l, c.APIAddr)
+	return c
 }
 
 // APIURL is the base URL of the API at APIAddr as seen from this machine:

@@ -1,0 +1,90 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	"gorm.io/gorm"
+)
+
+// JobDeps are what the reconciler's jobs are built from: the reconciler
+// builds them to schedule them or run one (-once), the operator console to
+// run one now.
+type JobDeps struct {
+	DB        *gorm.DB
+	Redis     *store.Redis
+	Topology  *topology.Topology
+	Admin     *rabbitadmin.Client  // balance-sync asks it whether a billing message may still arrive
+	Publisher *messaging.Publisher // nil: dlq-replay and replication-backfill are left out
+	Metrics   *reconcile.Metrics
+	Log       *slog.Logger
+}
+
+// JobNames are the names of every job, sorted.
+var JobNames = []string{"balance-sync", "dlq-replay", "outbox-purge", "replication-backfill"}
+
+// needsPublisher are the jobs that publish.
+var needsPublisher = []string{"dlq-replay", "replication-backfill"}
+
+// JobNeedsPublisher reports whether a job publishes (and so needs RabbitMQ).
+func JobNeedsPublisher(name string) bool { return slices.Contains(needsPublisher, name) }
+
+// Jobs builds every job d allows, by name.
+func Jobs(d JobDeps, cfg config.ReconcileSection) (map[string]reconcile.Job, error) {
+	dead := dlq.NewStore(d.DB, d.Topology)
+	inflight, err := reconcile.NewBillingInFlight(d.Topology, d.Admin, dead)
+	if err != nil {
+		return nil, err
+	}
+	jobs := map[string]reconcile.Job{
+		"balance-sync": reconcile.NewBalanceSync(d.DB, d.Redis, cfg.BalanceSync, inflight, d.Metrics, d.Log),
+		"outbox-purge": reconcile.NewOutboxPurge(d.DB, cfg.OutboxPurge, d.Metrics, d.Log),
+	}
+	if d.Publisher != nil {
+		jobs["dlq-replay"] = reconcile.NewDLQReplay(dead, d.Publisher, topology.DomainObjectReplication, cfg.ReplayBatchSize)
+		dom, _ := d.Topology.Domain(topology.DomainObjectReplication) // in every topology: a test holds the table
+		jobs["replication-backfill"] = reconcile.NewReplicationBackfill(d.DB, dom, d.Publisher, cfg.Backfill, d.Metrics, d.Log)
+	}
+	if names := slices.Sorted(maps.Keys(jobs)); !slices.Equal(names, JobNames) && d.Publisher != nil {
+		return nil, fmt.Errorf("app: jobs %v, want %v", names, JobNames) // a wiring bug
+	}
+	return jobs, nil
+}
+
+// Schedules are the cron specs cfg runs the jobs on, by name; a job that is
+// not scheduled (switched off, or run only with -once) is absent.
+func Schedules(cfg config.ReconcileSection) map[string]string {
+	out := map[string]string{}
+	if cfg.BalanceSyncSchedule != "off" {
+		out["balance-sync"] = cfg.BalanceSyncSchedule
+	}
+	if cfg.OutboxPurgeSchedule != "off" {
+		out["outbox-purge"] = cfg.OutboxPurgeSchedule
+	}
+	if cfg.ReplayEnabled {
+		out["dlq-replay"] = "@every " + cfg.ReplayInterval.String()
+	}
+	if cfg.BackfillEnabled {
+		out["replication-backfill"] = "@every " + cfg.BackfillInterval.String()
+	}
+	return out
+}
+
+// ProcessName names this process in job_run.owner: binary@host pid N.
+func ProcessName(binary string) string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s@%s pid %d", binary, host, os.Getpid())
+}
