@@ -42,7 +42,7 @@ func (f *badFixture) badRequests(t *testing.T) []badRequest {
 	var all []badRequest
 	for _, part := range [][]badRequest{
 		f.badPlatform(t), f.badEmailCodes(t), f.badAgent(t), f.badObjects(t), f.badOrders(t),
-		f.badAlipay(t), f.badWechat(t), f.badIdentity(t), f.badGames(t),
+		f.badAlipay(t), f.badWechat(t), f.badIdentity(t), f.badGames(t), f.badConsole(t),
 	} {
 		all = append(all, part...)
 	}
@@ -446,5 +446,21 @@ func (f *badFixture) badGames(t *testing.T) []badRequest {
 		{name: "leaderboard: unknown game", req: f.jsonReq(t, http.MethodGet, "/v1/games/chess/leaderboard", f.ann, ""), status: 400, code: c400,
 			reason: "unknown_game"},
 		{name: "leaderboard: service token", req: f.jsonReq(t, http.MethodGet, "/v1/games/2048/leaderboard", f.svc, ""), status: 403, code: c403},
+	}
+}
+
+// badConsole is the operator console's routes (admin.go): its pages and
+// actions to anyone but an admin, and the wrong methods of its login and
+// logout.
+func (f *badFixture) badConsole(t *testing.T) []badRequest {
+	forged := f.forged(t)["token signed by another"]
+	return []badRequest{
+		{name: "console: DELETE login", req: f.jsonReq(t, http.MethodDelete, "/admin/login", "", ""), status: 405, code: c405},
+		{name: "console: PUT logout", req: f.jsonReq(t, http.MethodPut, "/admin/logout", "", ""), status: 405, code: c405},
+		{name: "console: page without a token", req: f.jsonReq(t, http.MethodGet, "/admin/dead", "", ""), status: 401, code: c401},
+		{name: "console: page with a user token", req: f.jsonReq(t, http.MethodGet, "/admin/dead", f.ann, ""), status: 403, code: c403},
+		{name: "console: replay with a user token", req: f.jsonReq(t, http.MethodPost, "/admin/dead/replay", f.ann, `{}`), status: 403, code: c403},
+		{name: "console: replay with a forged token", req: f.jsonReq(t, http.MethodPost, "/admin/dead/replay", forged, `{}`), status: 401, code: c401},
+		{name: "console: run a job with a service token", req: f.jsonReq(t, http.MethodPost, "/admin/jobs/balance-sync/run", f.svc, `{}`), status: 403, code: c403},
 	}
 }
