@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -82,10 +83,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	// The fleet's environment: every service through its proxy.
-	fe := fleetEnv{}
-	for k, v := range e {
-		fe[k] = v
-	}
+	fe := maps.Clone(e)
 	host, port, _ := net.SplitHostPort(d.addr("redis"))
 	fe["REDIS_HOST"], fe["REDIS_PORT"] = host, port
 	host, port, _ = net.SplitHostPort(d.addr("rabbitmq"))
@@ -246,7 +244,8 @@ func TestChaos(t *testing.T) {
 	// A replication task stuck by a fault is republished once it is older
 	// than the backfill's threshold (more than the 15 s retry delay).
 	time.Sleep(time.Until(loadEnded.Add(17 * time.Second)))
-	rc := withEnv(fe, map[string]string{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0", "BALANCE_SYNC_QUIET_PERIOD": "1ms",
+	rc := maps.Clone(fe)
+	maps.Copy(rc, fleetEnv{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0", "BALANCE_SYNC_QUIET_PERIOD": "1ms",
 		"OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "16000"})
 	for _, job := range []string{"balance-sync", "replication-backfill"} {
 		t.Log(strings.TrimSpace(reconcileOnce(t, rc, job)))
@@ -283,17 +282,6 @@ func (f *faultLog) add(s string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.list = append(f.list, s)
-}
-
-func withEnv(base fleetEnv, over map[string]string) fleetEnv {
-	out := fleetEnv{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
 }
 
 // drain waits until every queue of the topology has been empty for 3 s.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ func TestDemoRunsAgainstAFleet(t *testing.T) {
 
 	ctl := maps.Clone(e)
 	ctl["API_ADDR"] = addr // the demo finds the API as pay simulate does
-	mailDir := strings.TrimPrefix(strings.SplitN(e["EMAIL_MAILER_URL"], "?", 2)[0], "file://")
+	mailDir := e.mailDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	began := time.Now()

@@ -78,6 +78,11 @@ func newFleetEnv(t *testing.T, dsn string) fleetEnv {
 	}
 }
 
+// mailDir is the directory of the fleet's file mailer.
+func (e fleetEnv) mailDir() string {
+	return strings.TrimPrefix(strings.SplitN(e["EMAIL_MAILER_URL"], "?", 2)[0], "file://")
+}
+
 func (e fleetEnv) list() []string {
 	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range e {

@@ -93,7 +93,7 @@ func TestRechargePaidByCallbackIsSpendableAndReceiptedOnce(t *testing.T) {
 	require.NoError(t, f.db.Model(&store.PaymentNotifyRecord{}).Where("out_trade_no = ?", no).Count(&records).Error)
 	require.EqualValues(t, 1, records)
 
-	mails, err := filepath.Glob(filepath.Join(strings.TrimPrefix(strings.SplitN(f.env["EMAIL_MAILER_URL"], "?", 2)[0], "file://"), "*.eml"))
+	mails, err := filepath.Glob(filepath.Join(f.env.mailDir(), "*.eml"))
 	require.NoError(t, err)
 	require.Len(t, mails, 1)
 	require.Equal(t, 1, strings.Count(worker.output(), `"msg":"receipt sent"`), "one receipt mail")

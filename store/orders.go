@@ -172,11 +172,7 @@ func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
 	case err != nil:
 		return PaymentOrder{}, fmt.Errorf("store: order lock: %w", err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, _ = lock.Release(rctx) // else it expires in PaymentLockTTL
-	}()
+	defer lock.ReleaseDetached(ctx) // else it expires in PaymentLockTTL
 
 	now := o.now().UTC().Truncate(time.Microsecond)
 	// The active-order key first: one GET usually answers.

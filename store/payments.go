@@ -318,11 +318,7 @@ func (o *Orders) SendReceiptOnce(ctx context.Context, outTradeNo string, send fu
 	case err != nil:
 		return false, fmt.Errorf("store: order %s op-lock: %w", outTradeNo, err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, _ = lock.Release(rctx)
-	}()
+	defer lock.ReleaseDetached(ctx)
 	order, err := o.Get(ctx, outTradeNo)
 	if err != nil {
 		return false, err

@@ -120,7 +120,8 @@ func (d *demo) settle(ctx context.Context, e env) effects {
 	return last
 }
 
-// readEffects reads back what the run changed so far.
+// readEffects reads back the effects of the requests the demo sent: the
+// rows, keys, queue depths and mails they left when it is called.
 func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr error) effects {
 	d.mu.Lock()
 	orders, objects := append([]demoOrder(nil), d.orders...), append([]demoObject(nil), d.objects...)

@@ -77,3 +77,12 @@ func CompareAndDelete(ctx context.Context, c redis.Scripter, key, value string) 
 	}
 	return nil
 }
+
+// ReleaseDetached releases the lock as its holder leaves, whether or not
+// ctx is done: on a context of its own, for at most a second. A release
+// that fails leaves the lock to expire with its TTL.
+func (l *Lock) ReleaseDetached(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = l.Release(rctx)
+}
