@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +19,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// childEnv makes the test binary a relay process ("dsn|prefix"): see TestMain.
+// childEnv makes the test binary a relay process ("dsn|prefix|lease"): see
+// TestMain.
 const childEnv = "ISLE_RELAY_TEST_CHILD"
 
-// childLease is the lease of the child relay's claims.
-const childLease = 2 * time.Second
+// The child relay claims batches of childBatch rows and publishes
+// childStallAfter messages (whole batches, then part of one), then stalls in
+// its next publish until it is killed: it dies holding a claimed batch it
+// never marks, with no statement of its own still running in MySQL (a mark
+// sent just before a SIGKILL still commits on the server).
+const (
+	childBatch      = 500
+	childStallAfter = 2*childBatch + 200
+	childLease      = 2 * time.Second // TestKilledRelayLosesNothing's lease
+)
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
@@ -37,7 +47,15 @@ func TestMain(m *testing.M) {
 
 // runChild runs a relay until the process is killed.
 func runChild(spec string) error {
-	dsn, prefix, _ := strings.Cut(spec, "|")
+	parts := strings.Split(spec, "|")
+	if len(parts) != 3 {
+		return fmt.Errorf("%s=%q: want dsn|prefix|lease", childEnv, spec)
+	}
+	dsn, prefix := parts[0], parts[1]
+	lease, err := time.ParseDuration(parts[2])
+	if err != nil {
+		return err
+	}
 	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
 	if err != nil {
 		return err
@@ -51,13 +69,32 @@ func runChild(spec string) error {
 	if err != nil {
 		return err
 	}
-	r, err := relay.New(db, tp, pub, relay.Config{Owner: "child", BatchSize: 500, Lease: childLease, Interval: 50 * time.Millisecond},
+	r, err := relay.New(db, tp, &stallingSender{pub: pub, left: childStallAfter},
+		relay.Config{Owner: "child", BatchSize: childBatch, Lease: lease, Interval: 50 * time.Millisecond},
 		relay.NewMetrics(prometheus.NewRegistry()), log)
 	if err != nil {
 		return err
 	}
 	r.Run(context.Background())
 	return nil
+}
+
+// stallingSender publishes its first left messages, then blocks for ever.
+type stallingSender struct {
+	pub  relay.Sender
+	mu   sync.Mutex
+	left int
+}
+
+func (s *stallingSender) Send(ctx context.Context, out messaging.Outgoing) error {
+	s.mu.Lock()
+	ok := s.left > 0
+	s.left--
+	s.mu.Unlock()
+	if !ok {
+		select {}
+	}
+	return s.pub.Send(ctx, out)
 }
 
 // A relay killed with SIGKILL in the middle of a batch leaves its claimed
@@ -70,26 +107,11 @@ func TestKilledRelayLosesNothing(t *testing.T) {
 	c := b.consume(t, dom.Queue)
 	ids := b.insertOutbox(t, 20000)
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+storetest.MySQLServerDSN()+b.dbName+"|"+b.prefix)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	t.Cleanup(func() { _ = child.Process.Kill() })
-
-	// Kill it while it holds a claimed batch, after it published some.
-	inFlight := "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by LIKE 'child/%'"
-	require.Eventually(t, func() bool {
-		return b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NOT NULL") > 0 && b.count(t, inFlight) > 0
-	}, time.Minute, time.Millisecond)
-	require.NoError(t, child.Process.Kill())
-	<-exited
-	killedAt := time.Now()
-	stuck := b.count(t, inFlight)
-	require.Positive(t, stuck, "killed mid-batch")
+	killedAt := b.killChildMidBatch(t, childLease)
+	stuck := b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by LIKE 'child/%'")
+	require.Equal(t, childBatch, stuck, "killed mid-batch")
 	published := b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NOT NULL")
-	require.Less(t, published, len(ids))
+	require.Equal(t, childStallAfter-childStallAfter%childBatch, published, "the whole batches before it")
 
 	stop := run(t, b.relay(t, b.pub, relay.Config{Owner: "survivor", Interval: 50 * time.Millisecond}))
 	require.Eventually(t, func() bool { d, _ := c.counts(); return d == len(ids) }, time.Minute, poll)
@@ -105,4 +127,58 @@ func TestKilledRelayLosesNothing(t *testing.T) {
 	t.Logf("killed after %d of %d rows were marked, with %d claimed; %d deliveries (%d duplicates)",
 		published, len(ids), stuck, total, total-len(ids))
 	require.LessOrEqual(t, total-len(ids), stuck, "only the killed batch went out twice")
+}
+
+// A relay killed with SIGKILL in the middle of a batch is gone at once for
+// the others: its MySQL connection, and the lock that said it was alive,
+// went with it. A relay running beside it puts the killed batch back and
+// publishes it without waiting for the lease (here an hour).
+func TestKilledRelaysRowsAreTakenAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainPaymentReceipt)
+	c := b.consume(t, dom.Queue)
+	ids := b.insertOutbox(t, 20000)
+
+	killedAt := b.killChildMidBatch(t, time.Hour)
+	stuck := b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by LIKE 'child/%'")
+	require.Equal(t, childBatch, stuck, "killed mid-batch")
+
+	survivor := b.relay(t, b.pub, relay.Config{Owner: "survivor", Interval: 50 * time.Millisecond})
+	require.Equal(t, store.OutboxTables, survivor.Tables(), "every table by default")
+	stop := run(t, survivor)
+	require.Eventually(t, func() bool { d, _ := c.counts(); return d == len(ids) }, time.Minute, poll,
+		"every row published while the killed relay's lease of an hour still runs")
+	stop()
+	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"))
+	require.Equal(t, stuck, b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'survivor/%' AND attempts >= 2 AND published_at > ?", killedAt),
+		"the killed batch was claimed again by the survivor")
+	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox_relay WHERE owner = 'child'"), "the killed relay is no longer listed")
+	_, total := c.counts()
+	require.LessOrEqual(t, total-len(ids), stuck, "only the killed batch went out twice")
+}
+
+// killChildMidBatch starts a relay process (owner "child", claims leased for
+// lease) on the test's database and kills it with SIGKILL once it stalls
+// holding a claimed batch, after it published and marked whole batches. It
+// returns when the process is gone.
+func (b *testBundle) killChildMidBatch(t *testing.T, lease time.Duration) (killedAt time.Time) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+storetest.MySQLServerDSN()+b.dbName+"|"+b.prefix+"|"+lease.String())
+	child.Stderr = os.Stderr
+	require.NoError(t, child.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	t.Cleanup(func() { _ = child.Process.Kill() })
+
+	// The stall: the batches before it marked, the next one claimed.
+	marked := childStallAfter - childStallAfter%childBatch
+	require.Eventually(t, func() bool {
+		return b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NOT NULL") == marked &&
+			b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by LIKE 'child/%'") == childBatch
+	}, time.Minute, poll)
+	require.NoError(t, child.Process.Kill())
+	<-exited
+	return time.Now()
 }

@@ -7,6 +7,7 @@ type Metrics struct {
 	published *prometheus.CounterVec
 	failures  *prometheus.CounterVec
 	fenced    *prometheus.CounterVec
+	rescues   *prometheus.CounterVec
 	oldest    *prometheus.GaugeVec
 }
 
@@ -23,11 +24,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "isle_outbox_fenced_total",
 			Help: "Outbox rows published whose claim another relay had taken over when they were marked (their message went out twice), by table.",
 		}, []string{"table"}),
+		rescues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_outbox_rescued_total",
+			Help: "Outbox rows put back before their lease ended because the relay that claimed them was gone, by table.",
+		}, []string{"table"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "isle_outbox_oldest_pending_seconds", Help: "Age of the oldest row not yet published, by table; 0 when none waits.",
 		}, []string{"table"}),
 	}
-	reg.MustRegister(m.published, m.failures, m.fenced, m.oldest)
+	reg.MustRegister(m.published, m.failures, m.fenced, m.rescues, m.oldest)
 	return m
 }
 
@@ -45,4 +50,11 @@ func (m *Metrics) oldestPending(table string, seconds float64) {
 		return
 	}
 	m.oldest.WithLabelValues(table).Set(seconds)
+}
+
+func (m *Metrics) rescued(table string, n int) {
+	if m == nil {
+		return
+	}
+	m.rescues.WithLabelValues(table).Add(float64(n))
 }

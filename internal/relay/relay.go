@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,8 +31,10 @@ const (
 
 // Config configures a Relay. Zero fields take the defaults.
 type Config struct {
-	// Owner names this relay in claimed_by (a nonce per claim follows it);
-	// default host name, process id and a random suffix.
+	// Owner names this relay in claimed_by (a nonce per claim follows it)
+	// and in outbox_relay: unique among the relays of a database (a second
+	// relay of a running owner's name claims, but cannot say it is alive);
+	// default host name, process id and a random suffix. A '/' becomes '-'.
 	Owner     string
 	BatchSize int           // rows claimed per table and batch
 	Interval  time.Duration // wait after a batch that was not full
@@ -77,13 +80,14 @@ func New(db *gorm.DB, tp *topology.Topology, pub Sender, cfg Config, m *Metrics,
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()
 	}
+	cfg.Owner = strings.ReplaceAll(cfg.Owner, "/", "-") // the claim's separator
 	if len(cfg.Owner) > 100 {
 		cfg.Owner = cfg.Owner[:100] // claimed_by is VARCHAR(128), with the nonce
 	}
-	r := &Relay{db: db, pub: pub, cfg: cfg, m: m, log: log}
 	if len(cfg.Tables) == 0 {
 		cfg.Tables = store.OutboxTables
 	}
+	r := &Relay{db: db, pub: pub, cfg: cfg, m: m, log: log}
 	for _, name := range cfg.Tables {
 		t, err := newTable(name, tp)
 		if err != nil {
@@ -160,7 +164,18 @@ const backlogPeriod = 5 * time.Second
 // rows after activePoll, and empty polls after a wait that doubles from
 // activePoll up to Interval. A batch claimed when ctx ends is still published and
 // marked (within the lease), so a stop leaves no row claimed for nothing.
+//
+// Meanwhile it says that it is alive (a MySQL named lock, and a row of
+// outbox_relay) and, every rescuePeriod, puts back the rows claimed by
+// relays that are gone, so that their batches wait neither for their lease
+// nor for their restart (doc/outbox.md, "A relay that dies").
 func (r *Relay) Run(ctx context.Context) {
+	p := newPresence(r.db, r.cfg.Owner)
+	presenceDone := make(chan struct{})
+	go func() {
+		defer close(presenceDone)
+		r.watch(ctx, p)
+	}()
 	var wg sync.WaitGroup
 	for i := range r.tables {
 		wg.Add(1)
@@ -170,6 +185,51 @@ func (r *Relay) Run(ctx context.Context) {
 		}(&r.tables[i])
 	}
 	wg.Wait()
+	<-presenceDone
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	p.leave(lctx)
+}
+
+// rescuePeriod is how often a running relay checks that it holds its
+// presence lock and looks for relays that are gone.
+const rescuePeriod = time.Second
+
+// watch keeps p held and rescues the rows of relays that are gone, every
+// rescuePeriod until ctx ends.
+func (r *Relay) watch(ctx context.Context, p *presence) {
+	t := time.NewTicker(rescuePeriod)
+	defer t.Stop()
+	held := false
+	for {
+		switch err := p.hold(ctx); {
+		case err == nil && !held:
+			held = true
+			r.log.DebugContext(ctx, "relay listed as alive", "owner", r.cfg.Owner)
+		case err != nil && ctx.Err() == nil:
+			if held || errors.Is(err, errOwnerLive) {
+				r.log.WarnContext(ctx, "relay cannot say it is alive; its claims wait for their lease if it dies", "owner", r.cfg.Owner, "err", err)
+			}
+			held = false
+		}
+		if ctx.Err() == nil {
+			put, gone, err := rescue(ctx, r.db, r.cfg.Owner, r.cfg.Tables)
+			for table, n := range put {
+				r.m.rescued(table, n)
+			}
+			if len(gone) > 0 {
+				r.log.WarnContext(ctx, "outbox rows put back: the relay that claimed them is gone", "relays", gone, "rows", put)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "outbox rescue", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (r *Relay) loop(ctx context.Context, t *table) {
