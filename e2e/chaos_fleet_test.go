@@ -235,3 +235,15 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// has reports whether a message whose Message-ID contains part arrived.
+func (s *mailSink) has(part string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.byID {
+		if strings.Contains(id, part) {
+			return true
+		}
+	}
+	return false
+}

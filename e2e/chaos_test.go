@@ -240,7 +240,7 @@ func TestChaos(t *testing.T) {
 		require.True(t, m.alive(), "%s is running", m.name)
 	}
 	loadEnded := time.Now()
-	drain(t, tp, 3*time.Minute)
+	drain(t, tp, db, 3*time.Minute)
 	// A replication task stuck by a fault is republished once it is older
 	// than the backfill's threshold (more than the 15 s retry delay).
 	time.Sleep(time.Until(loadEnded.Add(17 * time.Second)))
@@ -250,7 +250,7 @@ func TestChaos(t *testing.T) {
 	for _, job := range []string{"balance-sync", "replication-backfill"} {
 		t.Log(strings.TrimSpace(reconcileOnce(t, rc, job)))
 	}
-	drain(t, tp, 2*time.Minute)
+	drain(t, tp, db, 2*time.Minute)
 	final := reconcileOnce(t, rc, "balance-sync")
 	t.Log(strings.TrimSpace(final))
 
@@ -284,8 +284,11 @@ func (f *faultLog) add(s string) {
 	f.list = append(f.list, s)
 }
 
-// drain waits until every queue of the topology has been empty for 3 s.
-func drain(t *testing.T, tp *topology.Topology, timeout time.Duration) {
+// drain waits until every queue of the topology has been empty, and every
+// outbox row published, for 3 s: a message still in the outbox (a relay
+// killed with a claimed batch, a publish backing off) is not yet where the
+// checks look.
+func drain(t *testing.T, tp *topology.Topology, db *gorm.DB, timeout time.Duration) {
 	t.Helper()
 	conn, _ := storetest.AMQP(t)
 	var queues []string
@@ -296,12 +299,19 @@ func drain(t *testing.T, tp *topology.Topology, timeout time.Duration) {
 		}
 	}
 	deadline := time.Now().Add(timeout)
-	quiet := time.Time{}
+	quiet, busy := time.Time{}, ""
 	for time.Now().Before(deadline) {
-		busy := ""
+		busy = ""
 		for _, q := range queues {
 			if n := storetest.QueueDepth(t, conn, q); n > 0 {
 				busy = fmt.Sprintf("%s holds %d", q, n)
+			}
+		}
+		for _, table := range store.OutboxTables {
+			var n int
+			require.NoError(t, db.Raw("SELECT COUNT(*) FROM "+table+" WHERE published_at IS NULL").Scan(&n).Error)
+			if n > 0 {
+				busy = fmt.Sprintf("%s holds %d rows to publish", table, n)
 			}
 		}
 		switch {
@@ -314,7 +324,7 @@ func drain(t *testing.T, tp *topology.Topology, timeout time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("chaos: queues not drained within %s", timeout)
+	t.Fatalf("chaos: queues and outbox not drained within %s: %s", timeout, busy)
 }
 
 // reconcileOnce runs `reconcile -once job`; while the fleet's reconciler
@@ -476,6 +486,11 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 				c.lost += want - got
 			}
 			t.Errorf("%s: %d paid orders, %d distinct receipt mails", email, want, got)
+			for _, p := range rec.paid {
+				if p.email == email {
+					c.explainReceipt(t, db, sink, p.order)
+				}
+			}
 		}
 		resent += deliveries[email] - distinct[email]
 	}
@@ -586,4 +601,35 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// explainReceipt reports, for a paid order whose receipt mail never came,
+// where the receipt stands: the order's record of it and its outbox row.
+func (c *chaosTable) explainReceipt(t *testing.T, db *gorm.DB, sink *mailSink, order string) {
+	t.Helper()
+	if sink.has("receipt-" + order) {
+		return
+	}
+	var o store.PaymentOrder
+	_ = db.Where("out_trade_no = ?", order).Take(&o).Error
+	if o.Status != store.OrderPaid {
+		return
+	}
+	var rows []store.OutboxMessage
+	_ = db.Where("domain = ? AND payload LIKE ?", topology.DomainPaymentReceipt, "%"+order+"%").Find(&rows).Error
+	t.Logf("no receipt mail for paid order %s: paid_at %v, receipt_sent_at %v, now %s", order, orNil(o.PaidAt), orNil(o.ReceiptSentAt), time.Now().UTC().Format(time.RFC3339Nano))
+	for _, r := range rows {
+		t.Logf("  outbox %d: created %s, attempts %d, available_at %s, claimed_by %v, published_at %v, last_error %v",
+			r.ID, r.CreatedAt.Format(time.RFC3339Nano), r.Attempts, r.AvailableAt.Format(time.RFC3339Nano), orNil(r.ClaimedBy), orNil(r.PublishedAt), orNil(r.LastError))
+	}
+	if len(rows) == 0 {
+		t.Logf("  no outbox row")
+	}
+}
+
+func orNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
