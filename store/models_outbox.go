@@ -13,14 +13,21 @@ var OutboxTables = []string{"outbox", "object_outbox"}
 // insert, at once). A claim sets ClaimedBy, adds an attempt and moves
 // AvailableAt to the end of its lease; a publish the broker confirmed sets
 // PublishedAt, where ClaimedBy is still the claim's; a failed one records
-// LastError and moves AvailableAt by the backoff.
+// LastError and moves AvailableAt by the backoff. A row that can never be
+// published as it is gets ParkedAt and AvailableAt = OutboxParkedUntil: out
+// of the claim until it is replayed (doc/outbox.md).
 type OutboxClaim struct {
 	ClaimedBy   *string    `gorm:"column:claimed_by"`
 	AvailableAt time.Time  `gorm:"column:available_at;default:CURRENT_TIMESTAMP(6)"`
 	Attempts    int        `gorm:"column:attempts"`
 	LastError   *string    `gorm:"column:last_error"`
 	PublishedAt *time.Time `gorm:"column:published_at"`
+	ParkedAt    *time.Time `gorm:"column:parked_at"`
 }
+
+// OutboxParkedUntil is the available_at of a parked row: the largest
+// DATETIME, beyond every claim.
+const OutboxParkedUntil = "9999-12-31 23:59:59"
 
 // OutboxMessage is a row of outbox: a message written inside a business
 // transaction, published as it is by the relay after commit to the

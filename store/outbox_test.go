@@ -41,7 +41,7 @@ func TestOutboxTablesShareTheClaim(t *testing.T) {
 	db := storetest.MySQL(t)
 	claim, err := schema.Parse(&store.OutboxClaim{}, &sync.Map{}, db.NamingStrategy)
 	require.NoError(t, err)
-	require.Len(t, claim.DBNames, 5)
+	require.Len(t, claim.DBNames, 6)
 	columns := func(table string) []string {
 		var cols []string
 		require.NoError(t, db.Raw(`

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
 	"gorm.io/gorm"
 )
 
@@ -81,16 +83,28 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 		}
 	}
 	for _, it := range failed {
-		wait := r.backoff(it.attempts)
-		r.log.WarnContext(ctx, "outbox row not published", "table", t.name, "id", it.id, "attempts", it.attempts, "retry_in", wait, "err", it.err)
-		fail := r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL,"+
-			" available_at = NOW(6) + INTERVAL ? MICROSECOND WHERE id = ? AND claimed_by = ?",
-			messaging.Clip(it.err.Error(), 1000), wait.Microseconds(), it.id, claim)
+		var fail *gorm.DB
+		parked := errors.As(it.err, new(unpublishable))
+		if parked {
+			r.log.ErrorContext(ctx, "outbox row parked: it cannot be published as it is; mend it, then replay it (islectl outbox replay)",
+				"table", t.name, "id", it.id, "attempts", it.attempts, "err", it.err)
+			fail = r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL, parked_at = NOW(6),"+
+				" available_at = ? WHERE id = ? AND claimed_by = ?",
+				messaging.Clip(it.err.Error(), 1000), store.OutboxParkedUntil, it.id, claim)
+		} else {
+			wait := r.backoff(it.attempts)
+			r.log.WarnContext(ctx, "outbox row not published", "table", t.name, "id", it.id, "attempts", it.attempts, "retry_in", wait, "err", it.err)
+			fail = r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL,"+
+				" available_at = NOW(6) + INTERVAL ? MICROSECOND WHERE id = ? AND claimed_by = ?",
+				messaging.Clip(it.err.Error(), 1000), wait.Microseconds(), it.id, claim)
+		}
 		switch {
 		case fail.Error != nil:
 			errs = append(errs, fmt.Errorf("relay: record the failure of %s %d: %w", t.name, it.id, fail.Error))
 		case fail.RowsAffected == 0:
 			res.Fenced++ // another relay's claim now
+		case parked:
+			res.Parked++
 		default:
 			res.Failed++
 		}

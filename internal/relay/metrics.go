@@ -8,7 +8,9 @@ type Metrics struct {
 	failures  *prometheus.CounterVec
 	fenced    *prometheus.CounterVec
 	rescues   *prometheus.CounterVec
+	parks     *prometheus.CounterVec
 	oldest    *prometheus.GaugeVec
+	parked    *prometheus.GaugeVec
 }
 
 // NewMetrics registers the collectors on reg.
@@ -28,11 +30,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "isle_outbox_rescued_total",
 			Help: "Outbox rows put back before their lease ended because the relay that claimed them was gone, by table.",
 		}, []string{"table"}),
+		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isle_outbox_parked_total",
+			Help: "Outbox rows parked because they cannot be published as they are (unknown domain, headers not JSON, object gone), by table.",
+		}, []string{"table"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isle_outbox_oldest_pending_seconds", Help: "Age of the oldest row not yet published, by table; 0 when none waits.",
+			Name: "isle_outbox_oldest_pending_seconds",
+			Help: "Age of the oldest row not yet published, parked rows aside, by table; 0 when none waits.",
+		}, []string{"table"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isle_outbox_parked_rows", Help: "Outbox rows parked now, waiting for an operator to mend and replay them, by table.",
 		}, []string{"table"}),
 	}
-	reg.MustRegister(m.published, m.failures, m.fenced, m.rescues, m.oldest)
+	reg.MustRegister(m.published, m.failures, m.fenced, m.rescues, m.parks, m.oldest, m.parked)
 	return m
 }
 
@@ -43,13 +53,15 @@ func (m *Metrics) batch(table string, r TableResult) {
 	m.published.WithLabelValues(table).Add(float64(r.Published))
 	m.failures.WithLabelValues(table).Add(float64(r.Failed))
 	m.fenced.WithLabelValues(table).Add(float64(r.Fenced))
+	m.parks.WithLabelValues(table).Add(float64(r.Parked))
 }
 
-func (m *Metrics) oldestPending(table string, seconds float64) {
+func (m *Metrics) backlog(table string, b backlog) {
 	if m == nil {
 		return
 	}
-	m.oldest.WithLabelValues(table).Set(seconds)
+	m.oldest.WithLabelValues(table).Set(b.Oldest.Seconds())
+	m.parked.WithLabelValues(table).Set(float64(b.Parked))
 }
 
 func (m *Metrics) rescued(table string, n int) {

@@ -51,9 +51,10 @@ func TestObjectRowsCreateOneTaskEach(t *testing.T) {
 	r := b.relay(t, b.pub, relay.Config{})
 	res, err := r.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, relay.TableResult{Claimed: 5, Published: 4, Failed: 1}, res["object_outbox"])
+	require.Equal(t, relay.TableResult{Claimed: 5, Published: 4, Parked: 1}, res["object_outbox"])
 	require.Equal(t, 4, b.count(t, "SELECT COUNT(*) FROM object_replication_task"))
-	require.Equal(t, 1, b.count(t, "SELECT COUNT(*) FROM object_outbox WHERE id = ? AND published_at IS NULL AND last_error LIKE '%does not exist%'", gone.ID))
+	require.Equal(t, 1, b.count(t, "SELECT COUNT(*) FROM object_outbox WHERE id = ? AND published_at IS NULL AND parked_at IS NOT NULL"+
+		" AND last_error LIKE '%does not exist%'", gone.ID))
 
 	tasks := map[uint64]store.ReplicationTask{} // by outbox id
 	var all []store.ReplicationTask

@@ -116,6 +116,7 @@ type TableResult struct {
 	Claimed   int // rows claimed
 	Published int // confirmed by the broker and marked published
 	Failed    int // publish failed: left with last_error and a backoff
+	Parked    int // cannot be published as it is: parked with last_error until replayed
 	Fenced    int // the claim had passed to another relay (its lease ran out): not marked by this one
 }
 
@@ -129,7 +130,7 @@ func (r Result) String() string {
 		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s: claimed %d, published %d, failed %d, fenced %d", name, t.Claimed, t.Published, t.Failed, t.Fenced)
+		fmt.Fprintf(&b, "%s: claimed %d, published %d, failed %d, parked %d, fenced %d", name, t.Claimed, t.Published, t.Failed, t.Parked, t.Fenced)
 	}
 	return b.String()
 }
@@ -245,12 +246,12 @@ func (r *Relay) loop(ctx context.Context, t *table) {
 		}
 		if res.Claimed > 0 {
 			r.log.DebugContext(ctx, "outbox batch", "table", t.name, "claimed", res.Claimed,
-				"published", res.Published, "failed", res.Failed, "fenced", res.Fenced)
+				"published", res.Published, "failed", res.Failed, "parked", res.Parked, "fenced", res.Fenced)
 		}
 		if time.Since(measured) >= max(r.cfg.Interval, backlogPeriod) {
 			measured = time.Now()
-			if age, err := r.oldestPending(ctx, t.name); err == nil {
-				r.m.oldestPending(t.name, age.Seconds())
+			if b, err := r.backlog(ctx, t.name); err == nil {
+				r.m.backlog(t.name, b)
 			} else if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "outbox backlog age", "table", t.name, "err", err)
 			}
@@ -274,13 +275,26 @@ func (r *Relay) loop(ctx context.Context, t *table) {
 	}
 }
 
-// oldestPending is the age of the oldest row of table not yet published.
-func (r *Relay) oldestPending(ctx context.Context, table string) (time.Duration, error) {
-	var micros *int64
-	err := r.db.WithContext(ctx).Raw("SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) FROM " + table +
-		" WHERE published_at IS NULL").Scan(&micros).Error
-	if err != nil || micros == nil {
-		return 0, err
+// backlog is what waits in a table: the age of the oldest row to publish
+// (parked rows aside), and the rows parked.
+type backlog struct {
+	Oldest time.Duration
+	Parked int
+}
+
+func (r *Relay) backlog(ctx context.Context, table string) (backlog, error) {
+	var row struct {
+		Micros *int64
+		Parked int
 	}
-	return time.Duration(max(0, *micros)) * time.Microsecond, nil
+	err := r.db.WithContext(ctx).Raw("SELECT TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN parked_at IS NULL THEN created_at END), NOW(6)) AS micros," +
+		" COUNT(parked_at) AS parked FROM " + table + " WHERE published_at IS NULL").Scan(&row).Error
+	if err != nil {
+		return backlog{}, err
+	}
+	b := backlog{Parked: row.Parked}
+	if row.Micros != nil {
+		b.Oldest = time.Duration(max(0, *row.Micros)) * time.Microsecond
+	}
+	return b, nil
 }

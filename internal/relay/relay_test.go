@@ -64,8 +64,7 @@ func TestFailedPublishLeavesRowPending(t *testing.T) {
 	ctx := context.Background()
 	dom := b.domain(t, topology.DomainPaymentReceipt)
 	c := b.consume(t, dom.Queue)
-	ids := b.insertOutbox(t, 2)
-	require.NoError(t, b.db.Exec("INSERT INTO outbox (message_id, domain, payload, headers) VALUES (UUID(), 'no-such-domain', '{}', '{}')").Error)
+	ids := b.insertOutbox(t, 3)
 
 	closed := b.publisher(t)
 	require.NoError(t, closed.Close())
@@ -73,11 +72,14 @@ func TestFailedPublishLeavesRowPending(t *testing.T) {
 	res, err := b.relay(t, closed, relay.Config{BackoffBase: backoff}).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, relay.TableResult{Claimed: 3, Failed: 3}, res["outbox"])
-	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by IS NULL
-		AND attempts = 1 AND last_error <> '' AND available_at > NOW(6) + INTERVAL 200000 MICROSECOND`))
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND claimed_by IS NULL AND parked_at IS NULL
+		AND attempts = 1 AND last_error <> '' AND available_at > NOW(6) + INTERVAL 200000 MICROSECOND`), "a broker failure is never parked")
 	var lastErr string
-	require.NoError(t, b.db.Raw("SELECT last_error FROM outbox WHERE domain = 'no-such-domain'").Scan(&lastErr).Error)
-	require.Contains(t, lastErr, "no topology domain")
+	require.NoError(t, b.db.Raw("SELECT last_error FROM outbox WHERE message_id = ?", ids[2]).Scan(&lastErr).Error)
+	require.Contains(t, lastErr, "publisher closed")
+	// The third row fails again, then again (the working relay below
+	// publishes the first two only).
+	require.NoError(t, b.db.Exec("UPDATE outbox SET domain = 'no-such-domain' WHERE message_id = ?", ids[2]).Error)
 
 	working := b.relay(t, b.pub, relay.Config{BackoffBase: backoff})
 	res, err = working.RunOnce(ctx)
@@ -87,13 +89,14 @@ func TestFailedPublishLeavesRowPending(t *testing.T) {
 	time.Sleep(backoff)
 	res, err = working.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, relay.TableResult{Claimed: 3, Published: 2, Failed: 1}, res["outbox"])
+	require.Equal(t, relay.TableResult{Claimed: 3, Published: 2, Parked: 1}, res["outbox"])
 	require.Eventually(t, func() bool { d, _ := c.counts(); return d == 2 }, 10*time.Second, poll)
 	require.Equal(t, 1, c.times(ids[0]))
 	require.Equal(t, 1, c.times(ids[1]))
-	// The row that cannot be published backs off longer at each attempt.
+	// A row that cannot be published as it is is parked, not backed off
+	// (TestRowsThatCanNeverPublishAreParked).
 	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM outbox WHERE domain = 'no-such-domain' AND published_at IS NULL
-		AND attempts = 2 AND available_at > NOW(6) + INTERVAL 700000 MICROSECOND`))
+		AND attempts = 2 AND parked_at IS NOT NULL`))
 }
 
 // blockingSender holds every Send, once confirmed, until release is closed.

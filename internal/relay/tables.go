@@ -14,6 +14,15 @@ import (
 	"gorm.io/gorm"
 )
 
+// unpublishable is the error of a row that no retry can publish as it is
+// (its domain, its headers, its object): the row is parked, not backed off.
+type unpublishable struct{ err error }
+
+func (e unpublishable) Error() string { return e.err.Error() }
+func (e unpublishable) Unwrap() error { return e.err }
+
+func cannotPublish(err error) error { return unpublishable{err} }
+
 // table is how the relay reads and publishes the rows of one outbox table.
 type table struct {
 	name string
@@ -61,11 +70,11 @@ func loadOutbox(tx *gorm.DB, tp *topology.Topology, ids []uint64) ([]*item, erro
 func outgoing(tp *topology.Topology, row store.OutboxMessage) (messaging.Outgoing, error) {
 	d, ok := tp.Domain(row.Domain)
 	if !ok {
-		return messaging.Outgoing{}, fmt.Errorf("relay: outbox %d: no topology domain %q", row.ID, row.Domain)
+		return messaging.Outgoing{}, cannotPublish(fmt.Errorf("relay: outbox %d: no topology domain %q", row.ID, row.Domain))
 	}
 	headers, err := decodeHeaders(row.Headers)
 	if err != nil {
-		return messaging.Outgoing{}, fmt.Errorf("relay: outbox %d: headers: %w", row.ID, err)
+		return messaging.Outgoing{}, cannotPublish(fmt.Errorf("relay: outbox %d: headers: %w", row.ID, err))
 	}
 	typeID := row.MessageType
 	if typeID == "" {
@@ -144,7 +153,7 @@ func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
 			ObjectID: row.ObjectID, Priority: row.Priority, TraceID: row.TraceID, SourceURL: row.SourceURL, SHA256: row.SHA256,
 		}}
 		if row.SourceURL == nil || row.SHA256 == nil {
-			items[i].err = fmt.Errorf("relay: object_outbox %d: object %d does not exist", row.ID, row.ObjectID)
+			items[i].err = cannotPublish(fmt.Errorf("relay: object_outbox %d: object %d does not exist", row.ID, row.ObjectID))
 		}
 	}
 	return items, nil
@@ -204,7 +213,7 @@ func (o objects) prepare(ctx context.Context, db *gorm.DB, items []*item) error 
 func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
 	body, err := topology.Encode(topology.ObjectReplication{TaskID: &task, TraceID: it.task.TraceID})
 	if err != nil {
-		return messaging.Outgoing{}, err
+		return messaging.Outgoing{}, cannotPublish(err)
 	}
 	return messaging.Outgoing{
 		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID,

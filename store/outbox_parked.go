@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ParkedRow is an outbox row the relay parked: it cannot be published as it
+// is (doc/outbox.md, "Rows that cannot be published").
+type ParkedRow struct {
+	Table string
+	ID    uint64
+	// What the row publishes: "<domain> <message id>" for outbox, "object
+	// <id>" for object_outbox.
+	What      string
+	Attempts  int
+	LastError string
+	CreatedAt time.Time
+	ParkedAt  time.Time
+}
+
+// ParkedOutbox lists the parked rows of every table of OutboxTables, up to
+// limit of each, oldest first, and how many each table holds in all.
+func ParkedOutbox(ctx context.Context, db *gorm.DB, limit int) ([]ParkedRow, map[string]int, error) {
+	db = db.WithContext(ctx)
+	var rows []ParkedRow
+	counts := map[string]int{}
+	for _, table := range OutboxTables {
+		what := "CONCAT(domain, ' ', message_id)"
+		if table == "object_outbox" {
+			what = "CONCAT('object ', object_id)"
+		}
+		var n int
+		if err := db.Raw("SELECT COUNT(*) FROM " + table + " WHERE published_at IS NULL AND parked_at IS NOT NULL").Scan(&n).Error; err != nil {
+			return nil, nil, fmt.Errorf("store: parked rows of %s: %w", table, err)
+		}
+		counts[table] = n
+		if n == 0 {
+			continue
+		}
+		var some []ParkedRow
+		err := db.Raw("SELECT ? AS `table`, id, "+what+" AS what, attempts, COALESCE(last_error, '') AS last_error, created_at, parked_at FROM "+
+			table+" WHERE published_at IS NULL AND parked_at IS NOT NULL ORDER BY parked_at, id LIMIT ?", table, limit).Scan(&some).Error
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: parked rows of %s: %w", table, err)
+		}
+		rows = append(rows, some...)
+	}
+	return rows, counts, nil
+}
+
+// UnparkOutbox makes parked rows of table due again, with their attempts
+// reset (their last_error stays until the next publish): the ids given, or
+// every parked row of the table when ids is empty. It returns how many it
+// unparked; a row not parked (any more) is left alone, so a replay twice
+// unparks once.
+func UnparkOutbox(ctx context.Context, db *gorm.DB, table string, ids []uint64) (int, error) {
+	if !slices.Contains(OutboxTables, table) {
+		return 0, fmt.Errorf("store: %q is not an outbox table (%v)", table, OutboxTables)
+	}
+	q := db.WithContext(ctx).Table(table).Where("published_at IS NULL AND parked_at IS NOT NULL")
+	if len(ids) > 0 {
+		q = q.Where("id IN ?", ids)
+	}
+	res := q.Updates(map[string]any{"parked_at": nil, "claimed_by": nil, "attempts": 0, "available_at": gorm.Expr("NOW(6)")})
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: unpark %s: %w", table, res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
