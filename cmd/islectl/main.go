@@ -98,6 +98,7 @@ func init() {
 		"queues":   {"depth and consumers of every queue of the topology", runQueues},
 		"console":  {"[-addr 127.0.0.1:8090]: the operator console in a browser, on loopback (doc/console.md)", runConsole},
 		"dlq":      {"list | show ID | replay ID... | replay --domain D --all: stored dead messages", runDLQ},
+		"outbox":   {"parked | replay ID... [-table T] | replay --all [-table T]: outbox rows that cannot be published", runOutbox},
 		"users":    {"create USER [-email E] [-balance FEN] | credit USER FEN [-id ID] | ban USER [-reason R] | unban USER | bans", runUsers},
 		"pricing":  {"set MODEL -input FEN -cached FEN -output FEN -reasoning FEN | list: agent model prices per million tokens", runPricing},
 		"token":    {"-user NAME [-role user|service|admin] [-ttl 24h]: mint a bearer token for local use", runToken},
