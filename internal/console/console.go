@@ -1,7 +1,8 @@
 // Package console is the operator console (doc/console.md): server-rendered
-// HTML pages of the fleet's queues and health, its dead messages, a user's
-// money and the reconciler's jobs, with the few actions an operator takes
-// from them (replay dead messages, run a job now). Pages are html/template
+// HTML pages of the fleet's queues and health, its dead messages, the
+// outbox rows the relay parked, a user's money and the reconciler's jobs,
+// with the few actions an operator takes from them (replay dead messages
+// or parked rows, run a job now). Pages are html/template
 // files embedded in the binary, readable without JavaScript; every action
 // is a POST form carrying a CSRF token, logged with the operator who took it.
 //
@@ -126,6 +127,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET "+p+"/dead/{domain}/{id}", c.page(c.deadOne))
 	c.mux.HandleFunc("POST "+p+"/dead/replay", c.action(c.replay))
 	c.mux.HandleFunc("GET "+p+"/money", c.page(c.money))
+	c.mux.HandleFunc("GET "+p+"/outbox", c.page(c.outbox))
+	c.mux.HandleFunc("POST "+p+"/outbox/replay", c.action(c.replayOutbox))
 	c.mux.HandleFunc("GET "+p+"/jobs", c.page(c.jobs))
 	c.mux.HandleFunc("POST "+p+"/jobs/{name}/run", c.action(c.runJob))
 	c.mux.HandleFunc("GET "+p+"/static/console.css", c.css)

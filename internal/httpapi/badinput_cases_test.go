@@ -462,5 +462,6 @@ func (f *badFixture) badConsole(t *testing.T) []badRequest {
 		{name: "console: replay with a user token", req: f.jsonReq(t, http.MethodPost, "/admin/dead/replay", f.ann, `{}`), status: 403, code: c403},
 		{name: "console: replay with a forged token", req: f.jsonReq(t, http.MethodPost, "/admin/dead/replay", forged, `{}`), status: 401, code: c401},
 		{name: "console: run a job with a service token", req: f.jsonReq(t, http.MethodPost, "/admin/jobs/balance-sync/run", f.svc, `{}`), status: 403, code: c403},
+		{name: "console: outbox replay with a user token", req: f.jsonReq(t, http.MethodPost, "/admin/outbox/replay", f.ann, `table=outbox&all=1`), status: 403, code: c403},
 	}
 }
