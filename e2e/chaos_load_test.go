@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/internal/paynotify"
 )
 
@@ -27,6 +28,7 @@ type loadEnv struct {
 	addr   string
 	tokens map[string]string // user → bearer token
 	svc    string            // service token
+	admin  string            // admin token: only admins see where the stores keep an object
 	keys   paynotify.TestKeys
 	client *http.Client
 }
@@ -212,10 +214,7 @@ func (l *loadEnv) codeLoop(ctx context.Context, rnd *rand.Rand, rec *record, g i
 // per hour).
 func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
 	for n := 0; n < 5 && ctx.Err() == nil; n++ {
-		body := make([]byte, 1000+rnd.IntN(200_000))
-		for i := range body {
-			body[i] = byte(rnd.Uint32())
-		}
+		body := images.SamplePNG(1000+rnd.IntN(200_000), rnd.Uint64()) // uploads are images, by their bytes
 		st, raw := l.call(ctx, http.MethodPost, "/v1/objects?kind=wallpaper&name=w"+strconv.Itoa(n)+".png", l.tokens[user], "image/png", body, rnd)
 		rec.status("objects", st)
 		if st == http.StatusCreated {
@@ -274,9 +273,10 @@ func sleep(ctx context.Context, d time.Duration) {
 // chaosAlipayApp is the app id the chaos fleet's API expects.
 const chaosAlipayApp = "2021000000000077"
 
-// objectState reads an object through the API as its owner.
+// objectState reads an object through the API as an admin: its owner is
+// not shown where the stores keep it.
 func (l *loadEnv) objectState(user string, id uint64) (replication, replicaURL string) {
-	st, raw := l.call(context.Background(), http.MethodGet, fmt.Sprintf("/v1/objects/%d", id), l.tokens[user], "", nil, rand.New(rand.NewPCG(id, 7)))
+	st, raw := l.call(context.Background(), http.MethodGet, fmt.Sprintf("/v1/objects/%d", id), l.admin, "", nil, rand.New(rand.NewPCG(id, 7)))
 	if st != http.StatusOK {
 		return fmt.Sprintf("HTTP %d", st), ""
 	}

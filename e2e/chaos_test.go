@@ -92,7 +92,7 @@ func TestChaos(t *testing.T) {
 	fe["RABBITMQ_PUBLISH_TIMEOUT"] = "2s"
 	fe["EMAIL_MAILER_URL"] = "smtp://" + sink.addr + "?tls=none&from=no-reply%40isle.test"
 	fe["PAYMENT_ALIPAY_PUBLIC_KEY"], fe["PAYMENT_ALIPAY_APP_ID"] = pk.AlipayPublicPEM, chaosAlipayApp
-	fe["API_TRUST_PROXY"] = "true"
+	fe["API_TRUSTED_PROXIES"] = "127.0.0.1" // the load connects from loopback, as through a local proxy (doc/edge.md)
 	fe["API_ADDR"] = freeAddr(t)
 	fe["GAME_SCORE_SUBMIT_PER_MINUTE"] = "1000"
 	fe["BALANCE_SYNC_SCHEDULE"] = "@every 5s"
@@ -129,7 +129,9 @@ func TestChaos(t *testing.T) {
 	}
 	svc, code := islectl(t, e, "token", "-user", "agent-gateway", "-role", "service")
 	require.Zero(t, code, svc)
-	l := &loadEnv{addr: fe["API_ADDR"], tokens: tokens, svc: strings.TrimSpace(svc), keys: pk,
+	admin, code := islectl(t, e, "token", "-user", "chaos-ops", "-role", "admin")
+	require.Zero(t, code, admin)
+	l := &loadEnv{addr: fe["API_ADDR"], tokens: tokens, svc: strings.TrimSpace(svc), admin: strings.TrimSpace(admin), keys: pk,
 		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	rec := &record{http: map[string]map[int]int{}}
 	loadStart := time.Now()

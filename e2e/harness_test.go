@@ -69,6 +69,7 @@ func newFleetEnv(t *testing.T, dsn string) fleetEnv {
 		"REDIS_KEY_PREFIX":              storetest.Unique("isletest:") + ":",
 		"RABBITMQ_NAME_PREFIX":          prefix,
 		"API_ADDR":                      "127.0.0.1:0",
+		"API_OPS_ADDR":                  "127.0.0.1:0",
 		"API_JWT_SECRET":                storetest.Unique("e2e-token-key-") + "-0123456789abcdef", // the API refuses to start without one
 		"LOG_FORMAT":                    "json",
 		"WORKER_SHUTDOWN_TIMEOUT":       "5s",

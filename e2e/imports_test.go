@@ -62,6 +62,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/lease":       {},
 		"internal/ratelimit":   {},
 		"internal/objstore":    {},
+		"internal/images":      {},
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
 		"internal/mail":        {},
@@ -74,8 +75,8 @@ func TestImportGraph(t *testing.T) {
 		"internal/dlq":         {"internal/messaging", "store", "topology"},
 		"internal/relay":       {"internal/messaging", "store", "topology"},
 		"handlers":             {"internal/mail", "internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
-		"internal/httpapi": {"internal/billing", "internal/correlation", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit", "store", "store/keys",
-			"topology"},
+		"internal/httpapi": {"internal/billing", "internal/correlation", "internal/images", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit",
+			"store", "store/keys", "topology"},
 		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},
 		// The operator console reads what the operator's CLI and the reconciler read; the API and islectl mount it.
 		"internal/console": {"internal/dlq", "internal/messaging", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},

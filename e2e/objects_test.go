@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/store"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,7 @@ func (f *billingFleet) userToken(t *testing.T, user string) string {
 
 func (f *billingFleet) upload(t *testing.T, token, kind string, body []byte) objectAnswer {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+f.addr+"/v1/objects?kind="+kind+"&name=f.bin", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+f.addr+"/v1/objects?kind="+kind+"&name=f.png", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -46,6 +47,21 @@ func (f *billingFleet) upload(t *testing.T, token, kind string, body []byte) obj
 	var a objectAnswer
 	require.NoError(t, json.Unmarshal(raw, &a))
 	return a
+}
+
+// content downloads an object's bytes through the API.
+func (f *billingFleet) content(t *testing.T, token string, id uint64) []byte {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/v1/objects/%d/content", f.addr, id), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	return raw
 }
 
 func (f *billingFleet) object(t *testing.T, token string, id uint64) objectAnswer {
@@ -82,7 +98,11 @@ func TestObjectsReplicatedEndToEnd(t *testing.T) {
 	relay.waitFor(t, 30*time.Second, "relay started")
 
 	ann, bob := f.userToken(t, "ann"), f.userToken(t, "bob")
+	admin, code := islectl(t, e, "token", "-user", "ops", "-role", "admin")
+	require.Zero(t, code, admin)
+	admin = strings.TrimSpace(admin)
 	var uploaded []objectAnswer
+	bodies := map[uint64][]byte{}
 	for i := range 6 { // wallpapers first, then avatars: priority, not order, decides
 		tok, kind := ann, store.KindWallpaper
 		if i >= 3 {
@@ -91,7 +111,11 @@ func TestObjectsReplicatedEndToEnd(t *testing.T) {
 		if i >= 4 {
 			kind = store.KindAvatar
 		}
-		uploaded = append(uploaded, f.upload(t, tok, kind, bytes.Repeat([]byte{byte(i)}, 100_000+i)))
+		body := images.SamplePNG(100_000+i, uint64(i))
+		o := f.upload(t, tok, kind, body)
+		require.Empty(t, o.SourceURL, "where the store keeps it is for admins")
+		uploaded = append(uploaded, o)
+		bodies[o.ID] = body
 	}
 	// The relay publishes all six before a worker consumes any.
 	require.Eventually(t, func() bool { return f.depth(t, "object-replication") == 6 }, 30*time.Second, 50*time.Millisecond)
@@ -109,6 +133,10 @@ func TestObjectsReplicatedEndToEnd(t *testing.T) {
 		var got objectAnswer
 		require.Eventually(t, func() bool { got = f.object(t, tok, o.ID); return got.Replication == "done" }, 30*time.Second, 50*time.Millisecond,
 			"object %d: %+v", o.ID, got)
+		require.Nil(t, got.ReplicaURL, "where the store keeps it is for admins")
+		require.Equal(t, bodies[o.ID], f.content(t, tok, o.ID), "the owner downloads it through the API")
+		got = f.object(t, admin, o.ID)
+		o.SourceURL = got.SourceURL
 		require.NotNil(t, got.ReplicaURL)
 		src, err := os.ReadFile(fileOf(t, o.SourceURL))
 		require.NoError(t, err)

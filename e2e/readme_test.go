@@ -32,8 +32,10 @@ func TestREADMEExamples(t *testing.T) {
 	start(t, e, "relay").waitFor(t, 30*time.Second, "relay started")
 	start(t, e, "worker").waitFor(t, 30*time.Second, "worker started")
 	addr := regexp.MustCompile(`"addr":"([^"]+)"`).FindStringSubmatch(line)[1]
+	ops := regexp.MustCompile(`"ops":"([^"]+)"`).FindStringSubmatch(line)[1]
 
 	script := strings.ReplaceAll(string(block[1]), "http://127.0.0.1:8080", "http://"+addr)
+	script = strings.ReplaceAll(script, "http://127.0.0.1:9093", "http://"+ops) // the API's operations address
 	script = strings.ReplaceAll(script, "bin/islectl", filepath.Join(binDir, "islectl"))
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Env = e.list()
@@ -56,12 +58,16 @@ func TestREADMEExamples(t *testing.T) {
 		`{"requestId":"demo-1","costFen":"4.80000000","costMicroFen":480000000,"deductedFen":"4.80000000","balanceFen":"95.20000000","replayed":false,"ledger":"queued"}`,
 		`"sent":true`,
 		`"kind":"avatar"`,
-		`"sizeBytes":16`,
+		`"sizeBytes":70`, // the README's 1x1 PNG
+		`"contentType":"image/png"`,
+		`"contentUrl":"/v1/objects/`,
 		`"replication":"queued"`,
 		`"replication":"done"`,
+		"downloaded: the same bytes",
 	} {
 		require.Contains(t, got, want)
 	}
+	require.NotContains(t, got, "file://", "no store URL reaches a user")
 	// The worker may have written the deduction by the time of the read.
 	require.Regexp(t, `\{"username":"alice","balanceFen":"95.20000000","pendingFen":"(4.80000000|0.00000000)"\}`, got)
 

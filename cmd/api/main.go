@@ -19,6 +19,7 @@ import (
 	"github.com/eisland/isle/internal/paynotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() { app.Main("api", run) }
@@ -35,6 +36,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
 	if cfg.JWT.IsDefault {
 		log.WarnContext(ctx, "ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
+	}
+	if cfg.HTTP.TrustProxyOld {
+		log.WarnContext(ctx, "API_TRUST_PROXY is deprecated: it now trusts X-Forwarded-For from a proxy on this machine only (127.0.0.0/8, ::1); "+
+			"behind a proxy elsewhere set API_TRUSTED_PROXIES to its addresses (doc/edge.md)")
 	}
 	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
 	if err != nil {
@@ -75,7 +80,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		admin = con
 	}
 	api, err := httpapi.New(httpapi.Config{
-		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway, TrustProxy: cfg.HTTP.TrustProxy,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, JWTSecret: cfg.JWT.Secret, JWTLeeway: cfg.JWT.Leeway,
+		Proxies: cfg.HTTP.Proxies, PublicMetrics: cfg.HTTP.PublicMetrics,
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
 		CodePepper: []byte(cfg.HTTP.CodePepper), ScoreSubmitPerMinute: cfg.HTTP.ScoreSubmitPerMinute,
@@ -96,6 +102,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer ops.Close(log)
+	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	switch {
 	case cfg.Log.Pprof && ops.Addr() == "":
 		return errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
@@ -118,7 +125,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()),
-		"console", cfg.Console.Enabled)
+		"console", cfg.Console.Enabled, "metrics", metricsAt(ops.Addr(), ln.Addr().String(), cfg.HTTP.PublicMetrics))
 
 	select {
 	case err := <-served:
@@ -133,6 +140,18 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log.InfoContext(ctx, "api stopped")
 	return nil
+}
+
+// metricsAt says where /metrics is served, for the start line.
+func metricsAt(ops, addr string, public bool) []string {
+	var at []string
+	if ops != "" {
+		at = append(at, ops)
+	}
+	if public {
+		at = append(at, addr)
+	}
+	return at
 }
 
 // gateways builds the verifiers of the payment gateways that are

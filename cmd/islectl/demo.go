@@ -31,8 +31,9 @@ const (
 	demoUsersDefault    = 5
 	demoUsersMax        = 50
 	// demoCodesDefault is the API's limit of email codes per client IP and
-	// hour: more only go through with API_TRUST_PROXY on, each 3 from
-	// another X-Forwarded-For address.
+	// hour: more only go through with an API that trusts a proxy on this
+	// machine (API_TRUSTED_PROXIES=127.0.0.1), each 3 from another
+	// X-Forwarded-For address.
 	demoCodesDefault   = 3
 	demoOpeningFen     = 10000 // a new demo user's opening balance
 	demoModel          = "gpt-demo"
@@ -103,7 +104,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	fs.DurationVar(&f.duration, "duration", demoDurationDefault, "how long the traffic lasts (5s..10m)")
 	fs.DurationVar(&f.wait, "wait", demoWaitDefault, "how long to wait after it for the effects to appear")
 	fs.IntVar(&f.users, "users", demoUsersDefault, "demo users, demo-01..demo-NN (1..50); created when missing, reused after")
-	fs.IntVar(&f.codes, "codes", demoCodesDefault, "email codes to ask for; the API allows 3 an hour per client IP (more need API_TRUST_PROXY)")
+	fs.IntVar(&f.codes, "codes", demoCodesDefault, "email codes to ask for; the API allows 3 an hour per client IP (more need API_TRUSTED_PROXIES=127.0.0.1)")
 	fs.StringVar(&f.payKeys, "paykeys", payKeysDirDefault, "the local test gateway keys (islectl pay keys) that sign the payment callbacks")
 	fs.StringVar(&f.mailDir, "mail-dir", demoMailDirDefault, "where the fleet writes mails as .eml files when Mailpit is not used (EMAIL_MAILER_URL file://)")
 	fs.StringVar(&f.mailpit, "mailpit", demoMailpitDefault, "Mailpit's web UI and API, where the fleet sends mails when it is installed")

@@ -70,7 +70,8 @@ func (d *demo) chargeUsage(ctx context.Context, u demoUser, j int) {
 // askCode asks for the i-th email code: each user's address in turn, a
 // new scene on each pass. Past the API's 3 an hour per client IP, the
 // request claims another address in X-Forwarded-For, which only an API
-// with API_TRUST_PROXY on believes.
+// that trusts a proxy on this machine believes (API_TRUSTED_PROXIES=127.0.0.1:
+// the demo's request then looks like one nginx passed on).
 func (d *demo) askCode(ctx context.Context, i int) {
 	u := d.users[i%len(d.users)]
 	scene := demoScenes[(i/len(d.users))%len(demoScenes)]

@@ -96,7 +96,7 @@ func (d *demo) printDomains(out io.Writer, fx effects) {
 		}
 	}
 	fmt.Fprintf(out, "  email codes: the API allows 3 an hour per client IP, and all of the demo's requests come from one, so it asks for %d "+
-		"(-codes N asks for more, claiming other addresses in X-Forwarded-For, which only an API with API_TRUST_PROXY=1 believes)\n", d.flags.codes)
+		"(-codes N asks for more, claiming other addresses in X-Forwarded-For, which only an API with API_TRUSTED_PROXIES=127.0.0.1 believes)\n", d.flags.codes)
 	if d.api.tally("objects").Limited > 0 {
 		fmt.Fprintln(out, "  uploads: the API allows 3 avatars an hour per client IP and 5 wallpapers an hour per user; a run within the hour of another meets them")
 	}

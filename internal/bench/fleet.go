@@ -87,6 +87,7 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"REDIS_KEY_PREFIX=" + rc.KeyPrefix,
 		"RABBITMQ_NAME_PREFIX=" + FleetPrefixDefault,
 		"API_ADDR=127.0.0.1:0",
+		"API_OPS_ADDR=127.0.0.1:0", // the default port would collide with a local fleet's
 		"API_JWT_SECRET=" + string(r.cfg.JWTSecret),
 		"WORKER_OPS_ADDR=127.0.0.1:0",
 		"GAME_SCORE_SUBMIT_PER_MINUTE=" + strconv.Itoa(scoreSubmitLimit), // the seed's 10 would measure 429s
@@ -94,7 +95,7 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"LOG_FORMAT=json",
 	}
 	if r.cfg.Pprof {
-		f.env = append(f.env, "PPROF_ENABLED=true", "API_OPS_ADDR=127.0.0.1:0")
+		f.env = append(f.env, "PPROF_ENABLED=true")
 	}
 	if f.api, err = startBinary(ctx, dir, filepath.Join(r.cfg.BinDir, "api"), "api", f.env); err != nil {
 		return f, err

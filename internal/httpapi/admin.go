@@ -73,7 +73,7 @@ func (s *Server) adminLogout(w http.ResponseWriter, r *http.Request) error {
 // secure reports whether the request came over TLS, to this server or,
 // behind a trusted proxy, to the proxy.
 func (s *Server) secure(r *http.Request) bool {
-	return r.TLS != nil || s.cfg.TrustProxy && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	return r.TLS != nil || s.cfg.Proxies.FromProxy(r.RemoteAddr) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // tokenFromCookie makes the cookie's token the request's bearer token when

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/internal/paynotify"
 	"github.com/eisland/isle/store"
 	"github.com/golang-jwt/jwt/v5"
@@ -82,6 +83,7 @@ func (f *badFixture) badPlatform(t *testing.T) []badRequest {
 		{name: "POST to healthz", req: f.jsonReq(t, http.MethodPost, "/healthz", "", `{}`), status: 405, code: c405},
 		{name: "DELETE readyz", req: f.jsonReq(t, http.MethodDelete, "/readyz", "", ""), status: 405, code: c405},
 		{name: "POST to metrics", req: f.jsonReq(t, http.MethodPost, "/metrics", "", `x`), status: 405, code: c405},
+		{name: "metrics on the public address", req: f.jsonReq(t, http.MethodGet, "/metrics", "", ""), status: 404, code: c404},
 		{name: "PUT openapi.json", req: f.jsonReq(t, http.MethodPut, "/openapi.json", "", `{}`), status: 405, code: c405},
 		{name: "me: no token", req: f.jsonReq(t, http.MethodGet, "/v1/me", "", ""), status: 401, code: c401},
 		{name: "me: Basic scheme", req: f.jsonReq(t, http.MethodGet, "/v1/me", "", "", "Authorization", "Basic YW5uOnB3"), status: 401, code: c401},
@@ -173,6 +175,7 @@ func (f *badFixture) badObjects(t *testing.T) []badRequest {
 		}
 		return f.request(t, http.MethodPost, "/v1/objects?"+query, tok, r, append([]string{"Content-Type", "image/png"}, headers...)...)
 	}
+	page := []byte("<!DOCTYPE html><html><body><script>alert(document.cookie)</script></body></html>")
 	get := func(id, token string) *http.Request {
 		return f.jsonReq(t, http.MethodGet, "/v1/objects/"+id, token, "")
 	}
@@ -185,10 +188,22 @@ func (f *badFixture) badObjects(t *testing.T) []badRequest {
 		{name: "upload: name not UTF-8", req: upload("kind=wallpaper&name=%ff", []byte("x"), false), status: 400, code: c400},
 		{name: "upload: name too long", req: upload("kind=wallpaper&name="+strings.Repeat("n", 250), []byte("x"), false), status: 400, code: c400},
 		{name: "upload: empty body", req: upload("kind=wallpaper", nil, false), status: 400, code: c400},
-		{name: "upload: oversized, declared", req: upload("kind=wallpaper", make([]byte, 2000), false), status: 413, code: c413},
-		{name: "upload: oversized, chunked", req: upload("kind=wallpaper", make([]byte, 5000), true), status: 413, code: c413},
-		{name: "upload: oversized avatar", req: upload("kind=avatar", make([]byte, 1025), false), status: 413, code: c413},
+		{name: "upload: oversized, declared", req: upload("kind=wallpaper", images.SamplePNG(2000, 1), false), status: 413, code: c413},
+		{name: "upload: oversized, chunked", req: upload("kind=wallpaper", images.SamplePNG(5000, 2), true), status: 413, code: c413},
+		{name: "upload: oversized avatar", req: upload("kind=avatar", images.SamplePNG(1025, 3), false), status: 413, code: c413},
 		{name: "upload: bad Content-Type", req: upload("kind=wallpaper", []byte("x"), false, "Content-Type", "image/png; ="), status: 400, code: c400},
+		// Only images of the kind's types, by their bytes (doc/objects.md).
+		{name: "upload: a page as a wallpaper", req: upload("kind=wallpaper&name=x.html", page, false, "Content-Type", "text/html"), status: 415, code: c415},
+		{name: "upload: a page said to be a PNG", req: upload("kind=wallpaper&name=x.png", page, false), status: 415, code: c415},
+		{name: "upload: a page, chunked", req: upload("kind=avatar", page, true, "Content-Type", "application/octet-stream"), status: 415, code: c415},
+		{name: "upload: an SVG avatar", req: upload("kind=avatar&name=a.svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`), false,
+			"Content-Type", "image/svg+xml"), status: 415, code: c415},
+		{name: "upload: a PNG said to be text", req: upload("kind=avatar", images.SamplePNG(100, 4), false, "Content-Type", "text/plain"), status: 415, code: c415},
+		{name: "upload: a PNG named .html", req: upload("kind=avatar&name=x.html", images.SamplePNG(100, 5), false), status: 400, code: c400},
+		{name: "upload: a GIF wallpaper", req: upload("kind=wallpaper&name=w.gif", []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"), false,
+			"Content-Type", "image/gif"), status: 415, code: c415},
+		{name: "upload: text that is no image", req: upload("kind=avatar&name=me.png", []byte("not really a png"), false), status: 415, code: c415},
+		{name: "upload: the store's temp prefix", req: upload("kind=wallpaper&name=.objstore-tmp-1.png", images.SamplePNG(100, 6), false), status: 400, code: c400},
 		{name: "upload: admin token", req: f.request(t, http.MethodPost, "/v1/objects?kind=wallpaper", f.admin, strings.NewReader("x")), status: 403, code: c403},
 		{name: "upload: no token", req: f.request(t, http.MethodPost, "/v1/objects?kind=wallpaper", "", strings.NewReader("x")), status: 401, code: c401},
 		{name: "get: id not a number", req: get("abc", f.ann), status: 404, code: c404},
@@ -197,6 +212,13 @@ func (f *badFixture) badObjects(t *testing.T) []badRequest {
 		{name: "get: negative id", req: get("-1", f.ann), status: 404, code: c404},
 		{name: "get: service token", req: get(f.bobObject, f.svc), status: 403, code: c403},
 		{name: "get: DELETE", req: f.jsonReq(t, http.MethodDelete, "/v1/objects/"+f.bobObject, f.bob, ""), status: 405, code: c405},
+		{name: "content: id not a number", req: get("abc/content", f.ann), status: 404, code: c404},
+		{name: "content: another user's object", req: get(f.bobObject+"/content", f.ann), status: 404, code: c404},
+		{name: "content: no such object", req: get("999999/content", f.bob), status: 404, code: c404},
+		{name: "content: no token", req: get(f.bobObject+"/content", ""), status: 401, code: c401},
+		{name: "content: service token", req: get(f.bobObject+"/content", f.svc), status: 403, code: c403},
+		{name: "content: PUT", req: f.request(t, http.MethodPut, "/v1/objects/"+f.bobObject+"/content", f.bob, bytes.NewReader(images.SamplePNG(100, 7)),
+			"Content-Type", "image/png"), status: 405, code: c405},
 	}
 }
 

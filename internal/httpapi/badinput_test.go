@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/internal/paynotify"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
@@ -119,7 +120,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	}
 	f.annOrder = b.order(t, "ann", paynotify.ChannelAlipay, 5000)
 	f.wendyOrder = b.order(t, "wendy", paynotify.ChannelWechat, 3000)
-	status, out := b.upload(t, f.bob, "kind=avatar&name=me.png", []byte("bob's face"), false)
+	status, out := b.upload(t, f.bob, "kind=avatar&name=me.png", images.SamplePNG(200, 1), false)
 	require.Equal(t, http.StatusCreated, status, "%v", out)
 	f.bobObject = jsonID(out["id"])
 	f.session = b.session(t, f.ann, "2048")

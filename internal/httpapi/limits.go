@@ -29,6 +29,10 @@ type Limit struct {
 	Max    int
 	Per    time.Duration
 	Key    func(r *http.Request, p Principal) ([]string, bool)
+	// OnlyAccepted counts only the requests the route accepts: a request
+	// this limit counted that is then refused (by a later limit, or by its
+	// handler returning an error) is given back. A FixedWindow limit only.
+	OnlyAccepted bool
 }
 
 // limitTimeout bounds one limit check; a limit that cannot reach Redis in
@@ -37,12 +41,20 @@ const limitTimeout = 250 * time.Millisecond
 
 // limit applies l: a refused request is a 429 with Retry-After.
 func (s *Server) limit(r *http.Request, l Limit) error {
-	allowed, retry := s.take(r, l)
+	_, err := s.count(r, l)
+	return err
+}
+
+// count applies l as limit does, and says whether the request was counted
+// against l (a limit that does not apply, or could not reach Redis,
+// counts nothing).
+func (s *Server) count(r *http.Request, l Limit) (counted bool, err error) {
+	allowed, retry, counted := s.take(r, l)
 	if allowed {
-		return nil
+		return counted, nil
 	}
 	s.metrics.limited.WithLabelValues(l.Name).Inc()
-	return &Error{
+	return counted, &Error{
 		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
 		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
 	}
@@ -52,18 +64,18 @@ func (s *Server) limit(r *http.Request, l Limit) error {
 // refusing nothing: a soft limit, such as the leaderboard's, whose answer
 // only asks for a CAPTCHA once it is over.
 func (s *Server) over(r *http.Request, l Limit) bool {
-	allowed, _ := s.take(r, l)
+	allowed, _, _ := s.take(r, l)
 	return !allowed
 }
 
 // take counts the request against l and says whether l allows it, and
 // when not, how long until it would. A limit that cannot reach Redis
 // allows it (fail-open, logged and counted).
-func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration) {
+func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration, counted bool) {
 	p, _ := PrincipalFrom(r.Context())
 	values, ok := l.Key(r, p)
 	if !ok {
-		return true, 0
+		return true, 0, false
 	}
 	key := s.deps.Redis.Keys().Key(l.Family, values...)
 	c := s.deps.Redis.Client(l.Family.DB)
@@ -89,9 +101,39 @@ func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Durati
 	if err != nil {
 		s.metrics.limitFailOps.Inc()
 		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
-		return true, 0
+		return true, 0, false
 	}
-	return allowed, retry
+	return allowed, retry, true
+}
+
+// giveBack returns what a refused request counted against limits that
+// count only accepted requests (Limit.OnlyAccepted). It runs after the
+// answer is decided, whether or not the client is still there; a failure
+// is logged (the count then stays until its window ends).
+func (s *Server) giveBack(r *http.Request, limits []Limit) {
+	if len(limits) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), limitTimeout)
+	defer cancel()
+	p, _ := PrincipalFrom(r.Context())
+	for _, l := range limits {
+		values, _ := l.Key(r, p)
+		key := s.deps.Redis.Keys().Key(l.Family, values...)
+		if _, err := ratelimit.GiveBackWindow(ctx, s.deps.Redis.Client(l.Family.DB), key); err != nil {
+			s.deps.Log.WarnContext(ctx, "a refused request's count could not be given back", "limit", l.Name, "err", err)
+		}
+	}
+}
+
+// checkLimits refuses a route whose limits the platform cannot apply.
+func checkLimits(rt Route) error {
+	for _, l := range rt.Limits {
+		if l.OnlyAccepted && l.Kind != FixedWindow {
+			return fmt.Errorf("httpapi: %s %s: limit %s: OnlyAccepted needs a FixedWindow limit", rt.Method, rt.Path, l.Name)
+		}
+	}
+	return nil
 }
 
 // BySubject keys a limit by the caller's token subject.

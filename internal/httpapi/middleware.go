@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"regexp"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/eisland/isle/internal/correlation"
@@ -40,6 +38,16 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(correlation.WithRequestID(r.Context(), id)))
+	})
+}
+
+// nosniff tells browsers that every answer is of the type it says
+// (objects, JSON, the console's pages): none is ever read as another,
+// such as an upload as a page.
+func nosniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -135,24 +143,6 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		s.deps.Log.InfoContext(r.Context(), "http request", attrs...)
 	})
-}
-
-// clientIP is the caller's address: the first X-Forwarded-For hop when the
-// API runs behind a trusted proxy, else the connection's peer.
-func (s *Server) clientIP(r *http.Request) string {
-	if s.cfg.TrustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			first, _, _ := strings.Cut(xff, ",")
-			if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
-				return ip.String()
-			}
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 type httpMetrics struct {

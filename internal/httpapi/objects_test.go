@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/store"
 	"github.com/stretchr/testify/require"
 )
@@ -29,6 +30,24 @@ func (b *testBundle) upload(t *testing.T, token, query string, body []byte, chun
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "image/png")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+// uploadWith sends body as a PNG with extra headers (name, value pairs).
+func (b *testBundle) uploadWith(t *testing.T, token, query string, body []byte, headers ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, b.http.URL+"/v1/objects?"+query, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "image/png")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -53,7 +72,7 @@ func (b *testBundle) storedFiles(t *testing.T) []string {
 func TestUploadStoresTheObjectAndItsOutboxRowTogether(t *testing.T) {
 	b := setup(t, options{})
 	ann := b.token(t, "ann", httpapi.RoleUser)
-	pic := bytes.Repeat([]byte("avatar-bytes-"), 1000)
+	pic := images.SamplePNG(13000, 1)
 	sum := sha256.Sum256(pic)
 
 	status, body := b.upload(t, ann, "kind=avatar&name=me.png", pic, false)
@@ -64,7 +83,8 @@ func TestUploadStoresTheObjectAndItsOutboxRowTogether(t *testing.T) {
 	require.Nil(t, body["replicaUrl"])
 	key := body["key"].(string)
 	require.True(t, strings.HasPrefix(key, "avatar/ann/") && strings.HasSuffix(key, "/me.png"), key)
-	require.Equal(t, b.objects.URL(key), body["sourceUrl"])
+	_, _, asAdmin := b.do(t, http.MethodGet, "/v1/objects/"+jsonID(body["id"]), b.token(t, "ops", httpapi.RoleAdmin), "")
+	require.Equal(t, b.objects.URL(key), asAdmin["sourceUrl"], "admins see where it is kept")
 
 	rc, _, err := b.objects.Get(t.Context(), key)
 	require.NoError(t, err)
@@ -80,7 +100,7 @@ func TestUploadStoresTheObjectAndItsOutboxRowTogether(t *testing.T) {
 	require.Equal(t, store.PriorityAvatar, outbox[0].Priority)
 
 	// A wallpaper of unknown length goes with the low priority.
-	status, body = b.upload(t, ann, "kind=wallpaper", []byte("wall"), true)
+	status, body = b.upload(t, ann, "kind=wallpaper", images.SamplePNG(100, 2), true)
 	require.Equal(t, http.StatusCreated, status, "%v", body)
 	require.NoError(t, b.db.Order("id").Find(&outbox).Error)
 	require.Len(t, outbox, 2)
@@ -113,9 +133,9 @@ func TestRefusedUploadsStoreNothing(t *testing.T) {
 		// Wallpapers mostly: their limit is per user, the avatars' per IP too.
 		{"kind=wallpaper", nil, false, http.StatusBadRequest},
 		{"kind=wallpaper", nil, true, http.StatusBadRequest},
-		{"kind=avatar", make([]byte, 1001), false, http.StatusRequestEntityTooLarge},
-		{"kind=avatar", make([]byte, 5000), true, http.StatusRequestEntityTooLarge},
-		{"kind=wallpaper", make([]byte, 1001), true, http.StatusRequestEntityTooLarge},
+		{"kind=avatar", images.SamplePNG(1001, 1), false, http.StatusRequestEntityTooLarge},
+		{"kind=avatar", images.SamplePNG(5000, 2), true, http.StatusRequestEntityTooLarge},
+		{"kind=wallpaper", images.SamplePNG(1001, 3), true, http.StatusRequestEntityTooLarge},
 		{"kind=wallpaper&name=..", []byte("x"), false, http.StatusBadRequest},
 		{"kind=wallpaper&name=a%00b", []byte("x"), false, http.StatusBadRequest},
 		{"kind=wallpaper&name=a%2Fb", []byte("x"), false, http.StatusBadRequest},
@@ -139,12 +159,12 @@ func TestRefusedUploadsStoreNothing(t *testing.T) {
 func TestAvatarUploadsAreLimitedPerAccount(t *testing.T) {
 	b := setup(t, options{})
 	tok := b.token(t, "cal", httpapi.RoleUser)
-	for range 3 {
-		status, body := b.upload(t, tok, "kind=avatar", []byte("x"), false)
+	for i := range 3 {
+		status, body := b.upload(t, tok, "kind=avatar", images.SamplePNG(100, uint64(i)), false)
 		require.Equal(t, http.StatusCreated, status, "%v", body)
 	}
-	status, body := b.upload(t, tok, "kind=avatar", []byte("x"), false)
+	status, body := b.upload(t, tok, "kind=avatar", images.SamplePNG(100, 3), false)
 	require.Equal(t, http.StatusTooManyRequests, status, "%v", body)
-	status, body = b.upload(t, tok, "kind=wallpaper", []byte("x"), false)
+	status, body = b.upload(t, tok, "kind=wallpaper", images.SamplePNG(100, 4), false)
 	require.Equal(t, http.StatusCreated, status, "wallpapers have their own limit: %v", body)
 }

@@ -17,10 +17,17 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return JSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// serveMetrics returns the handler of the Prometheus registry's metrics.
+// serveMetrics returns the handler of the Prometheus registry's metrics on
+// the API's own address: a 404, as for any route not served, unless
+// Config.PublicMetrics. The metrics (routes, statuses, the runtime) are
+// for the operator's scraper, which cmd/api serves them to on its
+// operations address.
 func (s *Server) serveMetrics() HandlerFunc {
 	h := promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if !s.cfg.PublicMetrics {
+			return Errorf(http.StatusNotFound, CodeNotFound, "no route %s: metrics are served on the operations address", r.URL.Path)
+		}
 		h.ServeHTTP(w, r)
 		return nil
 	}

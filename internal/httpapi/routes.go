@@ -35,6 +35,7 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodPost, Path: "/v1/objects", Roles: []Role{RoleUser}, Limits: s.uploadLimits(),
 			MaxBody: objstore.MaxSizeDefault, Handle: s.uploadObject},
 		{Method: http.MethodGet, Path: "/v1/objects/{id}", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.getObject},
+		{Method: http.MethodGet, Path: "/v1/objects/{id}/content", Roles: []Role{RoleUser, RoleAdmin}, Handle: s.objectContent},
 
 		// Payment orders (payments.go).
 		{Method: http.MethodPost, Path: "/v1/payments/orders", Roles: []Role{RoleUser}, MaxBody: orderMaxBody, Handle: s.createOrder},

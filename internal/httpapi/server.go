@@ -30,7 +30,10 @@ type Config struct {
 	MaxBodyBytes int64         // request body limit of a route that sets none
 	JWTSecret    []byte        // HS256 key; required
 	JWTLeeway    time.Duration // clock skew allowed on exp, nbf and iat
-	TrustProxy   bool          // take the client IP from X-Forwarded-For
+	Proxies      Proxies       // the proxies in front of the API, whose X-Forwarded-For entries it believes (clientip.go)
+	// PublicMetrics serves /metrics on the API's own address too; cmd/api
+	// serves it on the operations address.
+	PublicMetrics bool
 
 	BanCheckInterval time.Duration // how often WatchBans compares Redis's ban list with MySQL's
 
@@ -112,7 +115,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry), accounts: newAccountIDs()}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
-	s.router.Use(s.correlate, s.recoverer, s.observe) // correlate first: a panic's line carries the request id
+	s.router.Use(s.correlate, nosniff, s.recoverer, s.observe) // correlate first: a panic's line carries the request id
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})
@@ -120,6 +123,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		writeError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	for _, rt := range s.routes() {
+		if err := checkLimits(rt); err != nil {
+			return nil, err
+		}
 		s.Handle(rt)
 	}
 	return s, nil
@@ -142,7 +148,8 @@ func (s *Server) Router() chi.Routes { return s.router }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
 // chain wraps a route's handler in authentication, the ban check, limits
-// and replay protection, in that order.
+// and replay protection, in that order, and gives back what a refused
+// request counted against limits that count only accepted requests.
 func (s *Server) chain(rt Route) http.Handler {
 	limit := cmp.Or(rt.MaxBody, s.cfg.MaxBodyBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -165,21 +172,38 @@ func (s *Server) chain(rt Route) http.Handler {
 			notePrincipal(r.Context(), p)
 			r = r.WithContext(withPrincipal(r.Context(), p))
 		}
+		// The counts of limits that count only accepted requests: given
+		// back before a refusal is answered, so that the client's next
+		// request meets them (and by the deferred call when the handler
+		// panics, before the recoverer answers).
+		var counted []Limit
+		defer func() { s.giveBack(r, counted) }()
+		refuse := func(err error) {
+			s.giveBack(r, counted)
+			counted = nil
+			s.fail(w, r, err)
+		}
 		for _, l := range rt.Limits {
-			if err := s.limit(r, l); err != nil {
-				s.fail(w, r, err)
+			took, err := s.count(r, l)
+			if took && l.OnlyAccepted {
+				counted = append(counted, l)
+			}
+			if err != nil {
+				refuse(err)
 				return
 			}
 		}
 		if rt.Replay {
 			if err := s.checkReplay(r); err != nil {
-				s.fail(w, r, err)
+				refuse(err)
 				return
 			}
 		}
 		if err := rt.Handle(w, r); err != nil {
-			s.fail(w, r, err)
+			refuse(err)
+			return
 		}
+		counted = nil // accepted: its counts stand
 	})
 }
 

@@ -45,14 +45,16 @@ type testBundle struct {
 }
 
 type options struct {
-	redisAddr string // default: the test Redis
-	amqpURL   string // default: the test RabbitMQ
-	routes    []httpapi.Route
-	maxBody   int64
-	logOut    io.Writer // where the server logs, as JSON; default: nowhere
-	avatarMax int64     // largest avatar; default: the API's
-	wallMax   int64     // largest wallpaper; default: the API's
-	scoreRate int       // score submissions per user and game a minute; default: the API's
+	redisAddr     string // default: the test Redis
+	amqpURL       string // default: the test RabbitMQ
+	routes        []httpapi.Route
+	maxBody       int64
+	logOut        io.Writer       // where the server logs, as JSON; default: nowhere
+	avatarMax     int64           // largest avatar; default: the API's
+	wallMax       int64           // largest wallpaper; default: the API's
+	scoreRate     int             // score submissions per user and game a minute; default: the API's
+	proxies       httpapi.Proxies // whose X-Forwarded-For to believe; default: none
+	publicMetrics bool            // serve /metrics on the API's address
 }
 
 // setup serves the platform (and extra routes) over real services.
@@ -85,7 +87,7 @@ func setup(t *testing.T, o options) *testBundle {
 	b.objects, err = objstore.Open("file://"+b.objDir, objstore.Options{})
 	require.NoError(t, err)
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod, AvatarMaxBytes: o.avatarMax,
-		WallpaperMaxBytes: o.wallMax, ScoreSubmitPerMinute: o.scoreRate},
+		WallpaperMaxBytes: o.wallMax, ScoreSubmitPerMinute: o.scoreRate, Proxies: o.proxies, PublicMetrics: o.publicMetrics},
 		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
 			Topology: tp, Objects: b.objects, Alipay: payKeys(t).alipay, Wechat: payKeys(t).wechat})
 	require.NoError(t, err)

@@ -28,6 +28,7 @@ func script(name string) *redis.Script {
 var (
 	tokenBucketScript = script("token_bucket.lua")
 	incrWindowScript  = script("incr_window.lua")
+	givebackScript    = script("giveback_window.lua")
 	slidingScript     = script("sliding_window.lua")
 )
 
@@ -88,6 +89,18 @@ func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.D
 		return Window{}, fmt.Errorf("ratelimit: window %s: unexpected result %v", key, vals)
 	}
 	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond}, nil
+}
+
+// GiveBackWindow runs giveback_window.lua: it takes back one count of an
+// IncrWindow on key, for a request that was counted and then refused; the
+// last count deletes the key. It returns the count left, or -1 when the
+// window had already expired (nothing to give back).
+func GiveBackWindow(ctx context.Context, c redis.Scripter, key string) (int64, error) {
+	n, err := givebackScript.Run(ctx, c, []string{key}).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("ratelimit: give back %s: %w", key, err)
+	}
+	return n, nil
 }
 
 // Sliding is the state of a sliding-window limit after an event.

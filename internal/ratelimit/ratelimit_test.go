@@ -80,3 +80,36 @@ func TestIncrWindow(t *testing.T) {
 // deduct.lua's idempotency marker keeps the first charge's amount, ref and
 // request hash: the same id answers a replay with them, or a conflict for
 // another body; a marker of an older build (amount only) answers a replay.
+
+// A count given back leaves the window's TTL as it was; the last one
+// deletes the window; an expired window is not brought back.
+func TestGiveBackWindow(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	c := r.Client(keys.WallpaperUpload.DB)
+	key := r.Keys().Key(keys.WallpaperUpload, "giver")
+	n, err := ratelimit.GiveBackWindow(ctx, c, key)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, n, "no window: nothing to give back")
+	require.Zero(t, c.Exists(ctx, key).Val(), "and none made")
+
+	for range 2 {
+		_, err = ratelimit.IncrWindow(ctx, c, key, time.Hour)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Expire(ctx, key, 30*time.Minute).Err())
+	n, err = ratelimit.GiveBackWindow(ctx, c, key)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	ttl, err := c.TTL(ctx, key).Result()
+	require.NoError(t, err)
+	require.InDelta(t, 30*60, ttl.Seconds(), 5, "the window keeps its end")
+	n, err = ratelimit.GiveBackWindow(ctx, c, key)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, c.Exists(ctx, key).Val(), "a window with nothing counted leaves no key")
+	n, err = ratelimit.GiveBackWindow(ctx, c, key)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, n, "never below zero")
+}

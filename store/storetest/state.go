@@ -179,12 +179,12 @@ func orNone(s string) string {
 // request that reaches them, refused or not, by design (a limit that
 // ignored refusals would let a client probe for free; 5 wrong codes lock a
 // code), and the caches (Volatile families), which any read may fill from
-// MySQL. Every other key must stay as it was.
+// MySQL. Every other key must stay as it was: the upload limits among
+// them, which count accepted uploads only.
 func MayMove() []*keys.Family {
 	out := []*keys.Family{
 		keys.VerifyAttempts, keys.VerifyRateIP, keys.VerifyRateHour, keys.VerifyRateDay,
 		keys.IdentityRate, keys.LoginFailures, keys.LoginLock, keys.RegisterAttempts,
-		keys.AvatarUploadIP, keys.AvatarUploadUser, keys.WallpaperUpload,
 		keys.ScoreSubmitRate, keys.LeaderboardRefresh,
 	}
 	for _, f := range keys.Families() {

@@ -45,7 +45,9 @@ type HTTP struct {
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
 	MaxBodyBytes      int64
-	TrustProxy        bool
+	Proxies           httpapi.Proxies // whose X-Forwarded-For entries the API believes (edge.go)
+	TrustProxyOld     bool            // Proxies came from the deprecated API_TRUST_PROXY: warn at start
+	PublicMetrics     bool            // /metrics on Addr too
 	BanCheckInterval  time.Duration
 	CodePepper        string // "" = derived from the token key
 
@@ -53,17 +55,15 @@ type HTTP struct {
 }
 
 func loadHTTP(l *loader) HTTP {
-	return HTTP{
-		Addr: loadAPIAddr(l),
-		OpsAddr: l.OptionalAddr("API_OPS_ADDR", "",
-			"Address of the API's operations endpoint (/healthz, and /debug/pprof/ with PPROF_ENABLED); empty, the default, serves none. The API's own address serves /healthz, /readyz and /metrics."),
+	h := HTTP{
+		Addr:              loadAPIAddr(l),
+		OpsAddr:           apiOpsAddr(l),
 		ReadHeaderTimeout: l.Duration("API_READ_HEADER_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute, "Longest a client may take to send request headers."),
 		ReadTimeout:       l.Duration("API_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest a client may take to send a whole request."),
 		WriteTimeout:      l.Duration("API_WRITE_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute, "Longest the API may take to answer a request."),
 		IdleTimeout:       l.Duration("API_IDLE_TIMEOUT", 120*time.Second, time.Second, time.Hour, "How long an idle keep-alive connection stays open."),
 		ShutdownTimeout:   l.Duration("API_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute, "How long the API waits for requests in flight at SIGTERM."),
 		MaxBodyBytes:      int64(l.Int("API_MAX_BODY_BYTES", 1<<20, 1024, 1<<30, "Largest request body of an endpoint that sets no limit of its own (413 above it).")),
-		TrustProxy:        l.Bool("API_TRUST_PROXY", false, "Take the client IP (rate limits, replay keys) from X-Forwarded-For: only behind a proxy that sets it."),
 		BanCheckInterval: l.Duration("API_BAN_CHECK_INTERVAL", httpapi.BanCheckIntervalDefault, 100*time.Millisecond, 30*time.Second,
 			"How often the API compares Redis's ban list with MySQL's (user_ban) and rebuilds it when Redis lost bans or came back from an older snapshot; meanwhile MySQL answers the ban check."),
 		CodePepper: l.Secret("EMAIL_CODE_PEPPER", "",
@@ -71,6 +71,9 @@ func loadHTTP(l *loader) HTTP {
 		ScoreSubmitPerMinute: l.Int("GAME_SCORE_SUBMIT_PER_MINUTE", httpapi.ScoreSubmitPerMinuteDefault, 1, 1_000_000,
 			"Mini game score submissions a user may make per game in a minute (mg:score:submit:rate, INCR+EXPIRE); more are answered 429 with Retry-After. The seed's limit is 10; raise it for load tests."),
 	}
+	h.Proxies, h.TrustProxyOld = loadProxies(l)
+	h.PublicMetrics = apiMetricsPublic(l)
+	return h
 }
 
 // loadAPIAddr reads the API's address: where it listens, and where

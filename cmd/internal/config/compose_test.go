@@ -90,13 +90,15 @@ func readBy() map[string][]string {
 	return out
 }
 
-// metricsPort is the port a service serves /metrics on: the API's own
-// address, the operations address of the others.
+// metricsPort is the port a service serves /metrics on: its operations
+// address (the API's serves them there, not on its own address, unless
+// API_METRICS_PUBLIC).
 func metricsPort(t *testing.T, s composeService) string {
 	t.Helper()
 	name, def := strings.ToUpper(s.binary())+"_OPS_ADDR", ""
 	if s.binary() == "api" {
-		name, def = "API_ADDR", ":8080"
+		def = config.APIOpsAddrDefault
+		require.NotContains(t, s.Environment, "API_METRICS_PUBLIC", "the API's metrics are not for its clients")
 	}
 	addr, ok := s.Environment[name]
 	if !ok {

@@ -93,6 +93,15 @@ func TestCheckFindsMistakes(t *testing.T) {
 			container(t, objs, "isle-worker-dlq").Env = nil
 			return objs
 		}, `WORKER_OPS_ADDR="127.0.0.1"`},
+		{"the API's metrics on loopback", func(t *testing.T, objs []validate.Object) []validate.Object {
+			ct := container(t, objs, "isle-api")
+			for i, e := range ct.Env {
+				if e.Name == "API_OPS_ADDR" {
+					ct.Env = append(ct.Env[:i:i], ct.Env[i+1:]...)
+				}
+			}
+			return objs
+		}, `API_OPS_ADDR="127.0.0.1:9093" listens where`},
 		{"a missing Secret", func(t *testing.T, objs []validate.Object) []validate.Object {
 			container(t, objs, "isle-api").Env[0].ValueFrom.SecretKeyRef.Name = "isle-jwt-key"
 			return objs

@@ -221,26 +221,30 @@ func (c *checker) isleContainer(w workload, ct corev1.Container) {
 	if ct.ReadinessProbe == nil || ct.LivenessProbe == nil {
 		c.fail(o, "container %s: want readiness and liveness probes", ct.Name)
 	}
-	// The address the probes and scrapers reach: the API's own, or the
-	// operations address, which listens on loopback unless set.
-	name, addr := "API_ADDR", ":8080"
-	if bin != "api" {
-		name, addr = strings.ToUpper(bin)+"_OPS_ADDR", "127.0.0.1"
+	// The addresses the probes and scrapers reach: the operations address
+	// (/metrics, and /healthz of all but the API), which listens on
+	// loopback unless set, and the API's own (its probes).
+	addrs := [][2]string{{strings.ToUpper(bin) + "_OPS_ADDR", "127.0.0.1"}}
+	if bin == "api" {
+		addrs = [][2]string{{"API_ADDR", ":8080"}, {"API_OPS_ADDR", "127.0.0.1:9093"}}
 	}
-	for _, e := range ct.Env {
-		if e.Name == name {
-			addr = e.Value
+	for _, a := range addrs {
+		name, addr := a[0], a[1]
+		for _, e := range ct.Env {
+			if e.Name == name {
+				addr = e.Value
+			}
 		}
-	}
-	host, port, err := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(port)
-	switch {
-	case err != nil:
-		c.fail(o, "container %s: %s=%q: want host:port reachable from the kubelet (e.g. 0.0.0.0:9090)", ct.Name, name, addr)
-	case host != "" && host != "0.0.0.0":
-		c.fail(o, "container %s: %s=%q listens where the kubelet's probes cannot reach", ct.Name, name, addr)
-	case !declaresPort([]corev1.Container{ct}, "", int32(n)):
-		c.fail(o, "container %s: %s=%q is on a port the container does not declare", ct.Name, name, addr)
+		host, port, err := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(port)
+		switch {
+		case err != nil:
+			c.fail(o, "container %s: %s=%q: want host:port reachable from the kubelet (e.g. 0.0.0.0:9090)", ct.Name, name, addr)
+		case host != "" && host != "0.0.0.0":
+			c.fail(o, "container %s: %s=%q listens where the kubelet's probes cannot reach", ct.Name, name, addr)
+		case !declaresPort([]corev1.Container{ct}, "", int32(n)):
+			c.fail(o, "container %s: %s=%q is on a port the container does not declare", ct.Name, name, addr)
+		}
 	}
 }
 
