@@ -229,33 +229,27 @@ func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, r
 	}
 }
 
-// scoreLoop plays sessions of 2048 for user and submits their scores.
+// scoreLoop plays runs of 2048 for user, a session each (a session takes
+// one score), and submits their scores: 50 moves in 2 s, at most 60 points
+// a move (doc/games.md).
 func (l *loadEnv) scoreLoop(ctx context.Context, rnd *rand.Rand, user string, uid int64, rec *record) {
-	var session string
 	for n := 0; ctx.Err() == nil; n++ {
-		if session == "" || n%10 == 0 {
-			st, raw := l.call(ctx, http.MethodPost, "/v1/games/2048/sessions", l.tokens[user], "application/json", []byte("{}"), rnd)
-			rec.status("scores", st)
-			var s struct{ SessionID string }
-			if st != http.StatusCreated || json.Unmarshal(raw, &s) != nil {
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
-			session = s.SessionID
-			sleep(ctx, 2*time.Second) // a run takes its time
+		st, raw := l.call(ctx, http.MethodPost, "/v1/games/2048/sessions", l.tokens[user], "application/json", []byte("{}"), rnd)
+		rec.status("scores", st)
+		var s struct{ SessionID string }
+		if st != http.StatusCreated || json.Unmarshal(raw, &s) != nil {
+			sleep(ctx, 200*time.Millisecond)
+			continue
 		}
-		sub := submission{user: user, uid: uid, score: rnd.Int64N(1_000_000)}
+		sub := submission{user: user, uid: uid, score: rnd.Int64N(60*50 + 1)}
 		body := fmt.Appendf(nil, `{"submitId":"%s-%d","sessionId":%q,"score":%d,"durationMs":2000,"moves":50,"clientVersion":"chaos"}`,
-			user, n, session, sub.score)
-		st, _ := l.call(ctx, http.MethodPost, "/v1/games/2048/scores", l.tokens[user], "application/json", body, rnd)
+			user, n, s.SessionID, sub.score)
+		st, _ = l.call(ctx, http.MethodPost, "/v1/games/2048/scores", l.tokens[user], "application/json", body, rnd)
 		if ctx.Err() != nil && st == 0 {
 			return
 		}
 		rec.status("scores", st)
 		sub.accepted = st == http.StatusAccepted
-		if st == http.StatusBadRequest {
-			session = "" // lost with Redis's data: start another
-		}
 		rec.mu.Lock()
 		rec.scores = append(rec.scores, sub)
 		rec.mu.Unlock()

@@ -159,6 +159,8 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "negative score", body: f.scoreWith(`,"score":-1`), want: dead},
 		badMessage{name: "fractional score", body: f.scoreWith(`,"score":1.5`), want: dead},
 		badMessage{name: "score past int64", body: f.scoreWith(`,"score":9223372036854775808`), want: dead},
+		badMessage{name: "more than a 2048 session can score", body: f.scoreWith(`,"score":64815001`), want: dead},
+		badMessage{name: "score past a double's 53 bits", body: f.scoreWith(`,"score":9007199254740993`), want: dead},
 		badMessage{name: "65-byte submitId", body: f.scoreWith(`,"submitId":"` + strings.Repeat("s", 65) + `"`), want: dead},
 		badMessage{name: "65-byte clientVersion", body: f.scoreWith(`,"clientVersion":"` + strings.Repeat("v", 65) + `"`), want: dead},
 		badMessage{name: "replayed score", body: f.score("s-1", 1024), want: noop},

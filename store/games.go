@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,46 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 )
-
-// A Game is a mini game Isle keeps scores for, with what a plausible run
-// of it looks like (SPEC 4.5: the server checks a submission against the
-// session it was played in).
-type Game struct {
-	ID string
-	// MinMoveMs is the least time a move takes: a run of n moves lasts at
-	// least n × MinMoveMs.
-	MinMoveMs int64
-	// MaxScorePerMove bounds the score a move can add (2048: a merge of
-	// two 65,536 tiles, with margin); 0 means unbounded.
-	MaxScorePerMove int64
-}
-
-// games are the games of eIsland's client (seed 002, Domain 6).
-var games = map[string]Game{
-	"2048":   {ID: "2048", MinMoveMs: 20, MaxScorePerMove: 1 << 18},
-	"tetris": {ID: "tetris", MinMoveMs: 10, MaxScorePerMove: 10_000},
-	"snake":  {ID: "snake", MinMoveMs: 10, MaxScorePerMove: 1_000},
-}
-
-// LookupGame returns the game named id.
-func LookupGame(id string) (Game, bool) {
-	g, ok := games[id]
-	return g, ok
-}
-
-// GameIDs lists the games, sorted.
-func GameIDs() []string {
-	ids := make([]string, 0, len(games))
-	for id := range games {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// ErrScoreInvalid is returned (wrapped, with the reason) for a submission
-// that does not fit its game or session.
-var ErrScoreInvalid = errors.New("store: implausible score")
 
 // Scores are the mini game's best scores: mini_game_score in MySQL, the
 // leaderboards, user-meta hashes, high-score caches, sessions and
@@ -128,56 +87,6 @@ func (s *Scores) Session(ctx context.Context, gameID string, userID int64, sessi
 		ExpiresAt: started.Add(keys.GameSessionTTL)}, nil
 }
 
-// sessionSlack is how far a run's duration may exceed the time since its
-// session started: the client's clock and the request's travel.
-const sessionSlack = 5 * time.Second
-
-// CheckRun says whether a run of score points, durationMs and moves fits
-// the game and the session at now; the error wraps ErrScoreInvalid.
-func CheckRun(sess GameSession, score, durationMs int64, moves int32, now time.Time) error {
-	g, ok := LookupGame(sess.GameID)
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, sess.GameID)
-	case score < 0 || durationMs < 0 || moves < 0:
-		return fmt.Errorf("%w: score, duration and moves must not be negative", ErrScoreInvalid)
-	case time.Duration(durationMs)*time.Millisecond > now.Sub(sess.StartedAt)+sessionSlack:
-		return fmt.Errorf("%w: a run of %d ms in a session started %s ago", ErrScoreInvalid, durationMs, now.Sub(sess.StartedAt).Round(time.Second))
-	case int64(moves) > 0 && durationMs/int64(moves) < g.MinMoveMs:
-		return fmt.Errorf("%w: %d moves in %d ms, faster than %d ms a move", ErrScoreInvalid, moves, durationMs, g.MinMoveMs)
-	case g.MaxScorePerMove > 0 && score > 0 && (moves == 0 || score/int64(moves) > g.MaxScorePerMove):
-		return fmt.Errorf("%w: %d points in %d moves", ErrScoreInvalid, score, moves)
-	}
-	return nil
-}
-
-// ClaimSubmit records the first acceptance of submitID for 24 hours
-// (mg:score:idempotency, SET NX) and returns true; for a submit id seen
-// before it returns false and the first acceptance.
-func (s *Scores) ClaimSubmit(ctx context.Context, submitID string, acceptance []byte) (first []byte, claimed bool, err error) {
-	key := s.r.Keys().Key(keys.ScoreSubmitOnce, submitID)
-	ok, err := s.client().SetNX(ctx, key, acceptance, keys.ScoreSubmitTTL).Result()
-	if err != nil {
-		return nil, false, fmt.Errorf("store: claim submit %s: %w", submitID, err)
-	}
-	if ok {
-		return acceptance, true, nil
-	}
-	v, err := s.client().Get(ctx, key).Bytes()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, false, fmt.Errorf("store: submit %s: %w", submitID, err)
-	}
-	return v, false, nil
-}
-
-// ReleaseSubmit forgets a claimed submit id whose message could not be
-// published, so the client's retry is accepted; only while it still holds
-// acceptance.
-func (s *Scores) ReleaseSubmit(ctx context.Context, submitID string, acceptance []byte) error {
-	key := s.r.Keys().Key(keys.ScoreSubmitOnce, submitID)
-	return lease.CompareAndDelete(ctx, s.client(), key, string(acceptance))
-}
-
 // Upserted says what Upsert did.
 type Upserted struct {
 	Best     GameScore // the user's best run as MySQL holds it after the upsert
@@ -190,22 +99,36 @@ type Upserted struct {
 // goes on without it.
 const scoreLockWait = 200 * time.Millisecond
 
-// Upsert applies a submitted run: the MySQL row keeps the user's best
-// (INSERT ... ON DUPLICATE KEY UPDATE with GREATEST, correct in any order
-// and without a lock), then the Redis keys reflect that best
-// (score_sync.lua: leaderboard ZADD GT pruned to the top 200 while the
-// board exists, user-meta hash and high-score cache, never backwards).
-// mg:score:consume:idempotency is set only after both, so a delivery that
-// failed half way is applied in full when it comes back; one that
-// succeeded is skipped. The per-user lock (mg:score:lock, 10 s, UUID,
-// compare-and-delete) only keeps one user's submissions from contending
-// for the row: Upsert waits for it briefly, then goes on without it.
+// betterRun says, in an upsert of mini_game_score, that the new run beats
+// the row's: a higher score; an equal one achieved earlier; or, achieved
+// in the same millisecond, the lower submit id (compared as bytes), so that
+// no two runs tie and every order of the messages leaves the same row.
+const betterRun = "(VALUES(score) > score OR (VALUES(score) = score AND (VALUES(achieved_at) < achieved_at" +
+	" OR (VALUES(achieved_at) = achieved_at AND CAST(VALUES(submit_id) AS BINARY) < CAST(submit_id AS BINARY)))))"
+
+// Upsert applies a submitted run: the MySQL row keeps the user's best run
+// (betterRun: the higher score, then the one achieved first; correct in
+// any order and without a lock), then the Redis keys reflect that run
+// (score_sync.lua: leaderboard ZADD GT of the run's BoardScore, pruned to
+// the top 200 while the board exists, user-meta hash and high-score cache,
+// never backwards). mg:score:consume:idempotency is set only after both,
+// so a delivery that failed half way is applied in full when it comes
+// back; one that succeeded is skipped. The per-user lock (mg:score:lock,
+// 10 s, UUID, compare-and-delete) only keeps one user's submissions from
+// contending for the row: Upsert waits for it briefly, then goes on
+// without it. A score above what any run of the game can make in a
+// session (Game.MaxScore) is refused, as are an unknown game, a missing
+// user and a negative score.
 func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, error) {
-	if _, ok := LookupGame(m.GameID); !ok {
+	g, ok := LookupGame(m.GameID)
+	if !ok {
 		return Upserted{}, fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, m.GameID)
 	}
 	if m.UserID == nil || *m.UserID <= 0 || m.Score < 0 {
 		return Upserted{}, fmt.Errorf("%w: user id and a score >= 0 are required", ErrScoreInvalid)
+	}
+	if m.Score > g.MaxScore() {
+		return Upserted{}, fmt.Errorf("%w: %d points, more than a run of %s can make in a session (%d)", ErrScoreInvalid, m.Score, g.ID, g.MaxScore())
 	}
 	k, c := s.r.Keys(), s.client()
 	done := k.Key(keys.ScoreConsumeOnce, m.SubmitID)
@@ -224,17 +147,19 @@ func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, 
 		return Upserted{}, fmt.Errorf("store: score lock: %w", err)
 	}
 
-	// The run's columns first, each taking the new value only when the new
-	// score beats the old: MySQL assigns left to right, and the score last,
-	// so the comparisons see the old one.
-	better := "VALUES(score) > score"
+	// Each column takes the new run's value only when the new run is
+	// better. MySQL assigns left to right, each assignment seeing the ones
+	// before it, so the columns the comparison reads come last: submit_id
+	// (a comparison that sees the new one decides as the old would, or the
+	// two runs are tied up to their submit ids and achieved_at is equal),
+	// then achieved_at, then the score.
 	err = s.db.WithContext(ctx).Exec("INSERT INTO mini_game_score (user_id, game_id, score, duration_ms, moves, achieved_at, submit_id, client_version)"+
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE"+
-		" duration_ms = IF("+better+", VALUES(duration_ms), duration_ms),"+
-		" moves = IF("+better+", VALUES(moves), moves),"+
-		" achieved_at = IF("+better+", VALUES(achieved_at), achieved_at),"+
-		" submit_id = IF("+better+", VALUES(submit_id), submit_id),"+
-		" client_version = IF("+better+", VALUES(client_version), client_version),"+
+		" duration_ms = IF("+betterRun+", VALUES(duration_ms), duration_ms),"+
+		" moves = IF("+betterRun+", VALUES(moves), moves),"+
+		" client_version = IF("+betterRun+", VALUES(client_version), client_version),"+
+		" submit_id = IF("+betterRun+", VALUES(submit_id), submit_id),"+
+		" achieved_at = IF("+betterRun+", VALUES(achieved_at), achieved_at),"+
 		" score = GREATEST(score, VALUES(score))",
 		*m.UserID, m.GameID, m.Score, m.DurationMs, m.Moves, m.AchievedAt, m.SubmitID, m.ClientVersion).Error
 	if err != nil {
@@ -253,14 +178,17 @@ func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, 
 	return out, nil
 }
 
-// sync runs score_sync.lua for a best run (on c or a pipeline).
+// sync runs score_sync.lua for a best run (on c or a pipeline): every
+// writer of the leaderboard, consumer and rebuild, ranks a run by its
+// BoardScore here.
 func (s *Scores) sync(ctx context.Context, c redis.Scripter, best GameScore) *redis.Cmd {
 	k := s.r.Keys()
 	user := strconv.FormatUint(best.UserID, 10)
 	return scoreSyncScript.Run(ctx, c,
 		[]string{k.Key(keys.Leaderboard, best.GameID), k.Key(keys.UserMeta, best.GameID, user), k.Key(keys.HighScore, best.GameID, user)},
 		user, best.Score, best.DurationMs, best.Moves, best.AchievedAt,
-		int64(keys.UserMetaTTL/time.Second), int64(keys.HighScoreTTL/time.Second), keys.LeaderboardSize)
+		int64(keys.UserMetaTTL/time.Second), int64(keys.HighScoreTTL/time.Second), keys.LeaderboardSize,
+		boardScoreText(best.Score, best.AchievedAt))
 }
 
 // syncRows runs score_sync.lua for each best run in one pipeline. A

@@ -76,7 +76,10 @@ func TestConcurrentRunsKeepTheBestEverywhere(t *testing.T) {
 	require.Equal(t, best.SubmitID, row.SubmitID, "the best run's columns, not another's")
 	require.Equal(t, best.DurationMs, row.DurationMs)
 	require.Equal(t, best.Moves, row.Moves)
-	require.Equal(t, float64(best.Score), boardOf(t, r, "2048")["7"])
+	// The board holds the run's BoardScore: the score, and a fraction for
+	// when it was achieved.
+	require.Equal(t, float64(best.Score), math.Floor(boardOf(t, r, "2048")["7"]))
+	require.Equal(t, store.BoardScore(best.Score, best.AchievedAt), boardOf(t, r, "2048")["7"])
 
 	c, k := r.Client(keys.DBMiniGame), r.Keys()
 	meta, err := c.HGetAll(ctx, k.Key(keys.UserMeta, "2048", "7")).Result()
@@ -237,6 +240,9 @@ func TestCheckRun(t *testing.T) {
 		"points without moves": {100, 1000, 0},
 		"too many points/move": {1 << 40, 50_000, 10},
 		"negative moves":       {0, 1000, -1},
+		// Read as a time.Duration these wrapped to -1 ms and 192 µs.
+		"duration past int64 ns":   {0, math.MaxInt64, 0},
+		"duration wrapping to 0.2": {0, 9_223_372_036_854_776, 0},
 	} {
 		require.ErrorIs(t, store.CheckRun(sess, c.score, c.dur, c.moves, now), store.ErrScoreInvalid, name)
 	}
@@ -245,7 +251,7 @@ func TestCheckRun(t *testing.T) {
 
 func TestSessionsAndSubmitClaims(t *testing.T) {
 	t.Parallel()
-	s, _, _ := newScores(t)
+	s, _, r := newScores(t)
 	ctx := t.Context()
 	sess, err := s.StartSession(ctx, "snake", 3)
 	require.NoError(t, err)
@@ -258,17 +264,39 @@ func TestSessionsAndSubmitClaims(t *testing.T) {
 	_, err = s.StartSession(ctx, "chess", 3)
 	require.ErrorIs(t, err, store.ErrScoreInvalid)
 
-	first, claimed, err := s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":1}`))
+	first, c, err := s.ClaimRun(ctx, sess, "sub-1", []byte(`{"a":1}`))
 	require.NoError(t, err)
-	require.True(t, claimed)
-	again, claimed, err := s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":2}`))
+	require.Equal(t, store.Claimed, c)
+	again, c, err := s.ClaimRun(ctx, sess, "sub-1", []byte(`{"a":2}`))
 	require.NoError(t, err)
-	require.False(t, claimed)
+	require.Equal(t, store.SubmitIDUsed, c)
 	require.Equal(t, first, again, "the first acceptance")
-	require.NoError(t, s.ReleaseSubmit(ctx, "sub-1", []byte(`{"a":2}`)), "not its value: kept")
-	_, claimed, _ = s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":3}`))
-	require.False(t, claimed)
-	require.NoError(t, s.ReleaseSubmit(ctx, "sub-1", first))
-	_, claimed, _ = s.ClaimSubmit(ctx, "sub-1", []byte(`{"a":3}`))
-	require.True(t, claimed, "released after a failed publish")
+	require.NoError(t, s.ReleaseRun(ctx, sess, "sub-1", []byte(`{"a":2}`)), "not its value: kept")
+	_, c, _ = s.ClaimRun(ctx, sess, "sub-1", []byte(`{"a":3}`))
+	require.Equal(t, store.SubmitIDUsed, c)
+	require.NoError(t, s.ReleaseRun(ctx, sess, "sub-1", first))
+	third, c, _ := s.ClaimRun(ctx, sess, "sub-1", []byte(`{"a":3}`))
+	require.Equal(t, store.Claimed, c, "released after a failed publish")
+
+	// The session went with the submit id: another run on it is refused
+	// with the run that used it; a session that expired is gone.
+	used, c, err := s.ClaimRun(ctx, sess, "sub-2", []byte(`{"a":4}`))
+	require.NoError(t, err)
+	require.Equal(t, store.SessionUsed, c)
+	require.Equal(t, third, used)
+	_, c, err = s.ClaimRun(ctx, store.GameSession{ID: "gone", GameID: "snake", UserID: 3}, "sub-3", []byte(`{"a":5}`))
+	require.NoError(t, err)
+	require.Equal(t, store.SessionGone, c)
+	require.Equal(t, int64(0), r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreSubmitOnce, "sub-3")).Val(), "nothing claimed")
+
+	// A released run leaves the session to any run: it was not accepted.
+	other, err := s.StartSession(ctx, "snake", 3)
+	require.NoError(t, err)
+	_, c, _ = s.ClaimRun(ctx, other, "sub-4", []byte(`{"a":6}`))
+	require.Equal(t, store.Claimed, c)
+	require.NoError(t, s.ReleaseRun(ctx, other, "sub-4", []byte(`{"a":6}`)))
+	_, c, _ = s.ClaimRun(ctx, other, "sub-5", []byte(`{"a":7}`))
+	require.Equal(t, store.Claimed, c)
+	ttl := r.Client(keys.DBMiniGame).PTTL(ctx, r.Keys().Key(keys.GameSessionUsed, "snake", "3", other.ID)).Val()
+	require.True(t, ttl > keys.GameSessionTTL-time.Minute && ttl <= keys.GameSessionTTL, "used while the session lives: %s", ttl)
 }

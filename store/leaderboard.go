@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,8 @@ type LeaderboardEntry struct {
 	AchievedAt int64  `json:"achievedAt"` // epoch milliseconds
 }
 
-// Leaderboard returns the top limit (1..200) of game from its ZSET, with
+// Leaderboard returns the top limit (1..200) of game from its ZSET, best
+// first (the higher score, then the run achieved first: BoardScore), with
 // each player's run from the user-meta hash (MySQL's row, cached again,
 // where the hash expired) and username. A board that is missing, or still
 // marked as being rebuilt, is rebuilt from MySQL first (cold start);
@@ -68,7 +70,18 @@ func (s *Scores) Leaderboard(ctx context.Context, gameID string, limit int) (ent
 	if len(entries) == 0 {
 		return entries, rebuilt, nil
 	}
-	return entries, rebuilt, s.fill(ctx, gameID, ids, entries)
+	if err := s.fill(ctx, gameID, ids, entries); err != nil {
+		return nil, rebuilt, err
+	}
+	// The ZSET ranks equal scores achieved within one tick of BoardScore's
+	// clock by member; the runs' exact times put them in order.
+	slices.SortStableFunc(entries, func(a, b LeaderboardEntry) int {
+		return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.AchievedAt, b.AchievedAt), cmp.Compare(a.UserID, b.UserID))
+	})
+	for i := range entries {
+		entries[i].Rank = i + 1
+	}
+	return entries, rebuilt, nil
 }
 
 // fill adds the run of each entry (from its meta hash, else MySQL, which
@@ -143,7 +156,9 @@ func applyMeta(e *LeaderboardEntry, m map[string]string) bool {
 // wrote meanwhile, then removes the mark and prunes.
 func (s *Scores) rebuild(ctx context.Context, gameID string) error {
 	var rows []GameScore
-	err := s.db.WithContext(ctx).Where("game_id = ?", gameID).Order("score DESC").Order("updated_at").
+	// The board's order: the higher score, then the run achieved first
+	// (idx_mini_game_score_game_rank serves it).
+	err := s.db.WithContext(ctx).Where("game_id = ?", gameID).Order("score DESC, achieved_at, user_id").
 		Limit(keys.LeaderboardSize).Find(&rows).Error
 	if err != nil {
 		return fmt.Errorf("store: rebuild leaderboard %s: %w", gameID, err)

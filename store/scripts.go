@@ -43,4 +43,6 @@ var (
 	codeCheckScript    = script("code_check.lua")
 	scoreSyncScript    = script("score_sync.lua")
 	scoreBoardScript   = script("score_board_mark.lua")
+	scoreClaimScript   = script("score_claim.lua")
+	scoreReleaseScript = script("score_release.lua")
 )

@@ -43,6 +43,8 @@ func TestMoneyArithmeticWrittenOnce(t *testing.T) {
 		"settle.lua":           settleScript,
 		"score_sync.lua":       scoreSyncScript,
 		"score_board_mark.lua": scoreBoardScript,
+		"score_claim.lua":      scoreClaimScript,
+		"score_release.lua":    scoreReleaseScript,
 	}
 	var scripts, users []string
 	// The directory as it is, not the embedded files: a .lua file the embed

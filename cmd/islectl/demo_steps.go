@@ -190,12 +190,10 @@ func (d *demo) play(ctx context.Context, u demoUser, game string, round int) {
 func demoRun(game string, played time.Duration) (score, durationMs int64, moves int32) {
 	g, _ := store.LookupGame(game)
 	durationMs = played.Milliseconds() + 1000 + rand.Int64N(3500)
-	moves = int32(durationMs / (g.MinMoveMs * (2 + rand.Int64N(4))))
+	fastest := 1000 / g.MovesPerSecond // ms a move at the game's pace
+	moves = int32(durationMs / (fastest * (2 + rand.Int64N(4))))
 	perMove := map[string]int64{"2048": 4 + rand.Int64N(28), "tetris": 5 + rand.Int64N(60), "snake": 1 + rand.Int64N(9)}[game]
-	score = int64(moves) * perMove
-	if g.MaxScorePerMove > 0 {
-		score = min(score, int64(moves)*g.MaxScorePerMove)
-	}
+	score = int64(moves) * min(perMove, g.PointsPerMove)
 	return score, durationMs, moves
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
@@ -18,8 +21,10 @@ import (
 // The score phase: mini game submissions through the API, end to end to
 // each user's best in MySQL and on the leaderboard.
 const (
-	// scoreGame is the game the bench plays.
-	scoreGame = "2048"
+	// scoreGame is the game the bench plays: tetris, whose bounds let a
+	// 4-second run of 10 to 39 pieces score the bench's largest numbers
+	// (doc/games.md).
+	scoreGame = "tetris"
 	// scoreSubmitLimit is the own fleet's submit limit per user and game
 	// per minute (GAME_SCORE_SUBMIT_PER_MINUTE): the seed's 10 would make
 	// the phase measure 429s.
@@ -56,7 +61,7 @@ func (r *run) scores(ctx context.Context) error {
 		return nil
 	}
 	users := r.users
-	sessions, ids, err := r.scoreSessions(ctx, users)
+	ids, err := r.accountIDs(ctx, users)
 	if err != nil {
 		return err
 	}
@@ -68,20 +73,31 @@ func (r *run) scores(ctx context.Context) error {
 		}
 		tokens[i] = http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json"}}
 	}
+	n := int64(len(users))
+	count := max(int64(r.cfg.Requests/4), 2*n) // past the warm-up scores
+	// A session takes one score: each submission gets its own, started
+	// before the timing.
+	warmSessions, err := r.scoreSessions(ctx, tokens, n)
+	if err != nil {
+		return err
+	}
+	sessions, err := r.scoreSessions(ctx, tokens, count)
+	if err != nil {
+		return err
+	}
 	url := r.url + "/v1/games/" + scoreGame + "/scores"
-	submit := func(phase string) func(i int64) request {
+	submit := func(phase string, sessions []string) func(i int64) request {
 		return func(i int64) request {
 			u := int(i) % len(users)
-			moves := 100 + i%50
+			moves := 10 + i%30 // in 4 s: within tetris's 10 pieces a second, and worth up to 27,830 points each
 			body := fmt.Appendf(nil, `{"submitId":"%s-%s-%d","sessionId":"%s","score":%d,"durationMs":%d,"moves":%d,"clientVersion":"isle-bench"}`,
-				r.id, phase, i, sessions[u], i, 4000, moves)
+				r.id, phase, i, sessions[i-1], i, 4000, moves)
 			return request{url: url, header: tokens[u], body: body}
 		}
 	}
 	// A first score each, then a read: the board exists, so the worker
 	// writes to it rather than leaving it to the next read's rebuild.
-	n := int64(len(users))
-	if l := closedLoop(ctx, 32, n, time.Minute, submit("warm")); l.Errors > 0 {
+	if l := closedLoop(ctx, 32, n, time.Minute, submit("warm", warmSessions)); l.Errors > 0 {
 		return fmt.Errorf("bench: scores: %d of the first submissions failed: %s", l.Errors, l.FirstErr)
 	}
 	if err := r.waitBest(ctx, ids, func(int) int64 { return 1 }, scoreWait); err != nil {
@@ -91,10 +107,9 @@ func (r *run) scores(ctx context.Context) error {
 		return err
 	}
 
-	count := max(int64(r.cfg.Requests/4), 2*n) // past the warm-up scores
 	rep.InFlight = 32
 	began := time.Now()
-	l := closedLoop(ctx, rep.InFlight, count, 10*time.Minute, submit("s"))
+	l := closedLoop(ctx, rep.InFlight, count, 10*time.Minute, submit("s", sessions))
 	rep.Requests, rep.Errors, rep.FirstErr, rep.P50ms, rep.P99ms = l.OK, l.Errors, l.FirstErr, l.P50ms, l.P99ms
 	// Scores grow with i, and user u submits i ≡ u (mod users): the best
 	// of each is the last i it was sent.
@@ -128,47 +143,75 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// scoreSessions starts a session per user through the API and returns
-// their ids, and the users' account ids.
-func (r *run) scoreSessions(ctx context.Context, users []string) ([]string, []int64, error) {
+// accountIDs returns the users' account ids.
+func (r *run) accountIDs(ctx context.Context, users []string) ([]int64, error) {
 	var accounts []store.UserAccount
 	if err := r.db.WithContext(ctx).Select("id", "username").Where("username IN ?", users).Find(&accounts).Error; err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	byName := make(map[string]int64, len(accounts))
 	for _, a := range accounts {
 		byName[a.Username] = int64(a.ID)
 	}
-	c := client(1)
-	defer c.CloseIdleConnections()
-	sessions, ids := make([]string, len(users)), make([]int64, len(users))
+	ids := make([]int64, len(users))
 	for i, u := range users {
 		ids[i] = byName[u]
-		tok, err := httpapi.MintToken(r.cfg.JWTSecret, u, httpapi.RoleUser, time.Hour, time.Now())
-		if err != nil {
-			return nil, nil, err
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/v1/games/"+scoreGame+"/sessions", strings.NewReader("{}"))
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, nil, fmt.Errorf("bench: start a session: %w", err)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-		resp.Body.Close()
-		var s struct {
-			SessionID string `json:"sessionId"`
-		}
-		if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &s) != nil || s.SessionID == "" {
-			return nil, nil, fmt.Errorf("bench: start a session: HTTP %d: %s", resp.StatusCode, clip(string(body), 200))
-		}
-		sessions[i] = s.SessionID
 	}
-	return sessions, ids, nil
+	return ids, nil
+}
+
+// scoreSessions starts count sessions through the API, 32 at a time: the
+// i-th (from 1) is user i mod len(tokens)'s, at index i−1.
+func (r *run) scoreSessions(ctx context.Context, tokens []http.Header, count int64) ([]string, error) {
+	c := client(32)
+	defer c.CloseIdleConnections()
+	sessions := make([]string, count)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= count && ctx.Err() == nil; i = next.Add(1) {
+				id, err := startSession(ctx, c, r.url, tokens[int(i)%len(tokens)])
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				sessions[i-1] = id
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return sessions, ctx.Err()
+}
+
+// startSession starts a session of the bench's game with the user's
+// headers and returns its id.
+func startSession(ctx context.Context, c *http.Client, url string, header http.Header) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/games/"+scoreGame+"/sessions", strings.NewReader("{}"))
+	if err != nil {
+		return "", err
+	}
+	req.Header = header
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("bench: start a session: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	var s struct {
+		SessionID string `json:"sessionId"`
+	}
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &s) != nil || s.SessionID == "" {
+		return "", fmt.Errorf("bench: start a session: HTTP %d: %s", resp.StatusCode, clip(string(body), 200))
+	}
+	return s.SessionID, nil
 }
 
 // waitBest waits until every user's best in MySQL is at least want(u).

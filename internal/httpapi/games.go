@@ -42,6 +42,7 @@ const (
 	reasonBadSession     = "bad_session"
 	reasonImplausibleRun = "implausible_run"
 	reasonNoAccount      = "no_account"
+	reasonSessionUsed    = "session_used" // a 409: the session took a score already
 )
 
 // badGameRequest is a 400 with a reason and, when it is about one field,

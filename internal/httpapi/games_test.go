@@ -173,6 +173,10 @@ func TestScoreRefusalsPublishNothing(t *testing.T) {
 		{"longer than the session", "2048", scoreBody("s1", sess, 100, 3_600_000, 100), "implausible_run", ""},
 		{"moves too fast", "2048", scoreBody("s1", sess, 100, 100, 100), "implausible_run", ""},
 		{"points without moves", "2048", scoreBody("s1", sess, 100, 1000, 0), "implausible_run", ""},
+		{"more points than 2048's merges make", "2048", scoreBody("s1", sess, 601, 1000, 10), "implausible_run", ""},
+		{"faster than 2048's 50 moves a second", "2048", scoreBody("s1", sess, 10, 1000, 51), "implausible_run", ""},
+		{"faster than tetris's 10 pieces a second", "tetris", scoreBody("s1", tetris, 10, 1000, 11), "implausible_run", ""},
+		{"a duration that wrapped a time.Duration", "2048", scoreBody("s1", sess, 0, 9_223_372_036_854_775_807, 0), "implausible_run", ""},
 		{"malformed JSON", "2048", `{"submitId":"s1",`, "", ""},
 		{"trailing data", "2048", scoreBody("s1", sess, 1, 1000, 10) + `{}`, "", ""},
 		{"not an object", "2048", `[1]`, "", ""},
@@ -189,7 +193,7 @@ func TestScoreRefusalsPublishNothing(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "%v", out)
 	require.Zero(t, b.scored(t), "nothing was published")
 
-	// None of them used the submit id up.
+	// None of them used the submit id up, nor the session.
 	status, _, out = b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("s1", sess, 1, 1000, 10))
 	require.Equal(t, http.StatusAccepted, status, "%v", out)
 	require.Equal(t, 1, b.scored(t))
@@ -201,12 +205,11 @@ func TestScoreSubmitLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	alice, aliceID := b.player(t, "alice")
-	sess := b.session(t, alice, "2048")
-	for i := range 10 {
-		status, _, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r"+strconv.Itoa(i), sess, 10, 1000, 10))
+	for i := range 10 { // a session a run: a session takes one score
+		status, _, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r"+strconv.Itoa(i), b.session(t, alice, "2048"), 10, 1000, 10))
 		require.Equal(t, http.StatusAccepted, status, "submission %d: %v", i+1, out)
 	}
-	status, h, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r10", sess, 10, 1000, 10))
+	status, h, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r10", b.session(t, alice, "2048"), 10, 1000, 10))
 	require.Equal(t, http.StatusTooManyRequests, status, "%v", out)
 	require.Equal(t, "rate_limited", errorCode(t, out))
 	secs, err := strconv.Atoi(h.Get("Retry-After"))
@@ -222,12 +225,11 @@ func TestScoreSubmitLimit(t *testing.T) {
 
 	raised := setup(t, options{scoreRate: 11})
 	alice, _ = raised.player(t, "alice")
-	sess = raised.session(t, alice, "2048")
 	for i := range 11 {
-		status, _, out := raised.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r"+strconv.Itoa(i), sess, 10, 1000, 10))
+		status, _, out := raised.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r"+strconv.Itoa(i), raised.session(t, alice, "2048"), 10, 1000, 10))
 		require.Equal(t, http.StatusAccepted, status, "submission %d: %v", i+1, out)
 	}
-	status, _, _ = raised.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r11", sess, 10, 1000, 10))
+	status, _, _ = raised.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r11", raised.session(t, alice, "2048"), 10, 1000, 10))
 	require.Equal(t, http.StatusTooManyRequests, status)
 }
 

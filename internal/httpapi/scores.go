@@ -119,10 +119,13 @@ type scoreAcceptance struct {
 // submitScore takes a finished run (SPEC 4.5). In order: the game and the
 // fields (400, without I/O), the caller's account (404), the limit of
 // GAME_SCORE_SUBMIT_PER_MINUTE per user and game (429), the session and
-// the run's plausibility (400), the submit id's first use (409 otherwise,
-// with the first acceptance when it is the caller's), then the
-// ScoreUpsertMessage, answered 202 once the broker confirmed it. A publish
-// that fails forgets the submit id, so the client's retry is accepted (503).
+// the run's plausibility (400), then the claim of the submit id and the
+// session together (409 for a submit id used before, with the first
+// acceptance when it is the caller's; 409 session_used for a session an
+// accepted run used up, with that run), then the ScoreUpsertMessage,
+// answered 202 once the broker confirmed it. A publish that fails releases
+// both claims, so the client's retry is accepted (503) and the session is
+// used by an accepted run only.
 func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 	gameID, err := game(r)
 	if err != nil {
@@ -163,26 +166,45 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	first, claimed, err := scores.ClaimSubmit(r.Context(), run.SubmitID, body)
-	if err != nil {
+	first, claim, err := scores.ClaimRun(r.Context(), sess, run.SubmitID, body)
+	switch {
+	case err != nil:
 		return Unavailable("score submissions", err)
-	}
-	if !claimed {
+	case claim == store.SubmitIDUsed:
 		return submittedBefore(run.SubmitID, userID, first)
+	case claim == store.SessionUsed:
+		return sessionUsed(run.SessionID, first)
+	case claim == store.SessionGone:
+		return badGameRequest(reasonBadSession, "sessionId", "session "+run.SessionID+" expired")
 	}
 	msg := topology.ScoreUpsert{SubmitID: run.SubmitID, UserID: &userID, GameID: gameID, Score: run.Score, DurationMs: run.DurationMs,
 		Moves: run.Moves, AchievedAt: acc.AchievedAt, ClientVersion: run.ClientVersion, TraceID: correlation.RequestID(r.Context())}
 	if err := s.Publish(r, msg, messaging.Options{MessageID: "score:" + run.SubmitID}); err != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 		defer cancel()
-		if rerr := scores.ReleaseSubmit(ctx, run.SubmitID, body); rerr != nil {
-			// The id stays claimed for 24 hours: its retries are 409s for a
-			// score that was never sent. Worth a look.
-			s.deps.Log.ErrorContext(r.Context(), "an unpublished score's submit id could not be released", "submitId", run.SubmitID, "err", rerr)
+		if rerr := scores.ReleaseRun(ctx, sess, run.SubmitID, body); rerr != nil {
+			// The id and the session stay claimed (24 hours, the session's
+			// life): retries are 409s for a score that was never sent.
+			// Worth a look.
+			s.deps.Log.ErrorContext(r.Context(), "an unpublished score's submit id and session could not be released",
+				"submitId", run.SubmitID, "sessionId", run.SessionID, "err", rerr)
 		}
 		return err
 	}
 	return JSON(w, http.StatusAccepted, acc)
+}
+
+// sessionUsed is the 409 of a run submitted on a session another run used
+// up; it carries that run's acceptance (error.accepted), which is the
+// caller's own: sessions are per user.
+func sessionUsed(sessionID string, first []byte) error {
+	e := &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "session " + sessionID + " was used by an accepted score; start a new session for a new run",
+		Details: map[string]any{"reason": reasonSessionUsed, "sessionId": sessionID}}
+	var prev scoreAcceptance
+	if json.Unmarshal(first, &prev) == nil && prev.SessionID == sessionID {
+		e.Details["accepted"] = prev
+	}
+	return e
 }
 
 // submittedBefore is the 409 of a submit id used before. It carries the

@@ -81,6 +81,9 @@ var (
 	GameSession         = family("mg:score:session:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false)
 	LeaderLease         = family("isle:leader:{job}", DBDefault, 0, false)   // Isle's own: the Spring backend has no such key
 	JobLock             = family("isle:job-lock:{job}", DBDefault, 0, false) // Isle's own: the Spring backend has no such key
+
+	// DB 14: a session a score was accepted on (the session's life at most).
+	GameSessionUsed = family("mg:score:session-used:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false) // Isle's own: the Spring backend has no such key
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.
