@@ -79,6 +79,31 @@ func (a *Accounts) Get(ctx context.Context, username string) (UserAccount, error
 	return u, nil
 }
 
+// Created returns when the accounts of usernames were created, for the
+// names that name one byte for byte, as the ledger matches a debit to its
+// account (a name equal to one only under the column's collation, such as
+// with trailing spaces, names none).
+func (a *Accounts) Created(ctx context.Context, usernames []string) (map[string]time.Time, error) {
+	asked := make(map[string]bool, len(usernames))
+	for _, u := range usernames {
+		asked[u] = true
+	}
+	out := make(map[string]time.Time, len(usernames))
+	for start := 0; start < len(usernames); start += 1000 {
+		var rows []UserAccount
+		err := a.db.WithContext(ctx).Select("username", "created_at").Where("username IN ?", usernames[start:min(start+1000, len(usernames))]).Find(&rows).Error
+		if err != nil {
+			return nil, fmt.Errorf("store: accounts of %d users: %w", len(usernames), err)
+		}
+		for _, r := range rows {
+			if asked[r.Username] { // the IN compared by the collation
+				out[r.Username] = r.CreatedAt
+			}
+		}
+	}
+	return out, nil
+}
+
 // UserAccount is a row of user_account. BalanceFen changes only in the
 // transaction that inserts the matching LedgerEntry.
 type UserAccount struct {

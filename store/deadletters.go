@@ -99,11 +99,13 @@ type DeadLetterFilter struct {
 	Queues        []string  // only these queues; empty = all
 	Since         time.Time // dead at or after; zero = any time
 	NotReplayed   bool
-	Replayed      bool   // only rows replayed before (NotReplayed's opposite)
-	MessageID     string // only this message's rows (its deaths, one per replay)
-	ErrorContains string // last_error contains this text
-	AfterID       uint64 // for paging: rows with a larger id
-	Limit         int    // default 100
+	Replayed      bool     // only rows replayed before (NotReplayed's opposite)
+	MessageID     string   // only this message's rows (its deaths, one per replay)
+	Subject       string   // only rows of this subject (the body's key field, as the DLQ consumer read it)
+	IDs           []uint64 // only these rows; empty = any
+	ErrorContains string   // last_error contains this text
+	AfterID       uint64   // for paging: rows with a larger id
+	Limit         int      // default 100
 	NewestFirst   bool
 	SizesOnly     bool // leave Body and Headers out (BodyBytes and HeadersBytes give their sizes)
 	// ByDeadAt orders by dead_at and id, newest first, rather than by id,
@@ -135,6 +137,12 @@ func (f DeadLetterFilter) where(q *gorm.DB) *gorm.DB {
 	}
 	if f.MessageID != "" {
 		q = q.Where("message_id = ?", f.MessageID)
+	}
+	if f.Subject != "" {
+		q = q.Where("subject = ?", f.Subject)
+	}
+	if len(f.IDs) > 0 {
+		q = q.Where("id IN ?", f.IDs)
 	}
 	if f.ErrorContains != "" {
 		q = q.Where(`last_error LIKE ? ESCAPE '!'`, "%"+likeEscaper.Replace(f.ErrorContains)+"%")

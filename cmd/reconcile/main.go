@@ -4,6 +4,9 @@
 //
 //	reconcile               schedule the jobs; any number of replicas run each once
 //	reconcile -once JOB     run one job now, print its result and exit (for external schedulers)
+//	reconcile -once JOB -json
+//	                        the same, printed as {"job":...,"result":{...}}: the result's
+//	                        fields named as in the log, durations as Go durations ("36h0m0s")
 //
 // Jobs: balance-sync, dlq-replay, outbox-purge, replication-backfill.
 package main

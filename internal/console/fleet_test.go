@@ -61,7 +61,7 @@ func newFleet(t *testing.T) *fleet {
 		dead := dlq.NewStore(d.DB, d.Topology)
 		admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
 		require.NoError(t, err)
-		inflight, err := reconcile.NewBillingInFlight(d.Topology, admin, dead)
+		inflight, err := reconcile.NewBillingInFlight(d.Topology, admin, d.DB)
 		require.NoError(t, err)
 		dom, _ := d.Topology.Domain(topology.DomainObjectReplication)
 		d.Jobs = []console.Job{
@@ -235,7 +235,7 @@ func (f *fleet) seedRuns(t *testing.T, log *slog.Logger) {
 	require.NoError(t, err)
 	admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
 	require.NoError(t, err)
-	inflight, err := reconcile.NewBillingInFlight(f.tp, admin, dlq.NewStore(f.db, f.tp))
+	inflight, err := reconcile.NewBillingInFlight(f.tp, admin, f.db)
 	require.NoError(t, err)
 	_, err = runner.Run(ctx, reconcile.NewBalanceSync(f.db, f.redis, reconcile.BalanceSyncConfig{}, inflight, nil, log), reconcile.StartedBySchedule)
 	require.NoError(t, err)

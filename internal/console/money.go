@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -29,6 +30,8 @@ type moneyData struct {
 	Drifts   bool
 	Behind   bool // Redis reflects fewer ledger entries than MySQL holds
 	Ledger   []store.LedgerEntry
+	Dead     []reconcile.DeadDeduction // stored dead billing messages naming the user, not replayed
+	Holds    bool                      // one of Dead may still apply: balance-sync defers the user's drift
 	Syncs    []reconcile.Run
 }
 
@@ -91,6 +94,25 @@ func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error
 	if d.Ledger, err = store.NewLedger(c.deps.DB).Recent(ctx, d.User, ledgerRows); err != nil {
 		return rendered{}, err
 	}
+	if err := c.deadOf(ctx, &d); err != nil {
+		return rendered{}, err
+	}
 	out.title = "Money of " + d.User
 	return out, nil
+}
+
+// deadOf reads the stored dead billing messages that name d.User (by the
+// subject the DLQ consumer stored), judged as balance-sync judges them.
+func (c *Console) deadOf(ctx context.Context, d *moneyData) error {
+	dead, err := reconcile.NewDeadBilling(c.deps.DB, c.deps.Topology)
+	if err != nil {
+		return err
+	}
+	if d.Dead, err = dead.Of(ctx, d.User); err != nil {
+		return err
+	}
+	for _, m := range d.Dead {
+		d.Holds = d.Holds || m.Holds
+	}
+	return nil
 }

@@ -35,13 +35,6 @@ type BalanceSyncConfig struct {
 	ConfirmDelay time.Duration
 }
 
-// InFlight says whether a deduction message may still arrive for some user
-// (queued, being handled, or stored dead and not replayed), and why; ""
-// means none can. balance-sync writes no ADJUST while one may.
-type InFlight interface {
-	DeductionsInFlight(ctx context.Context) (why string, err error)
-}
-
 // BalanceSync is the balance-sync job (doc/money.md; every 30 minutes by default). It
 // never copies a Redis balance into MySQL as the Spring backend's job did: it
 //  1. applies pending deductions older than PendingAge through the ledger
@@ -90,11 +83,53 @@ type BalanceResult struct {
 	DriftFound     int // quiet users whose Redis and MySQL balances differed
 	Adjustments    int // ADJUST ledger rows written
 	Rebuilt        int // hot balances found behind or above MySQL, rebuilt from it
-	Deferred       int // drifts not adjusted: a deduction message may still arrive
+	Deferred       int // drifts not corrected: a deduction message may still move them (the three below)
 	Busy           int // users skipped: pending deductions or recent ledger activity
 	LateCleaned    int // leftovers of Redis re-initialisations removed
 	Unreadable     int // users skipped because their Redis data cannot be read (each logged with the key's value)
 	Errors         int
+
+	DeferredDead     int // drifts deferred by a stored dead message of their user that may still apply
+	DeferredInFlight int // drifts deferred while billing messages are queued or unacknowledged (of unknown users)
+	DeferredUnknown  int // drifts deferred because the gate could not tell what may still arrive
+	// Deferrals are the deferred drifts' users, and what held each back.
+	Deferrals []Deferral
+}
+
+// Deferral is one user whose drift balance-sync left for a later run.
+type Deferral struct {
+	User     string
+	Messages []string // the stored dead messages that may still move its money ("agent-billing/12")
+	Why      string   // without Messages: why every drift waited
+}
+
+// deferralsShown bounds the users a result names (the counts stay whole).
+const deferralsShown = 20
+
+// deferredBy says which users were deferred and why:
+// "xia by agent-billing/12; yan, zoe: agent-billing.deduct holds 3 messages ...".
+func (r BalanceResult) deferredBy() string {
+	var parts []string
+	why := map[string][]string{} // users by the reason every drift waited
+	var whys []string
+	for i, d := range r.Deferrals {
+		if i == deferralsShown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(r.Deferrals)-i))
+			break
+		}
+		if len(d.Messages) > 0 {
+			parts = append(parts, d.User+" by "+strings.Join(d.Messages, ", "))
+			continue
+		}
+		if _, ok := why[d.Why]; !ok {
+			whys = append(whys, d.Why)
+		}
+		why[d.Why] = append(why[d.Why], d.User)
+	}
+	for _, w := range whys {
+		parts = append(parts, strings.Join(why[w], ", ")+": "+w)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // counter is one count of a result: its metric item name, its words in
@@ -115,9 +150,15 @@ func (r BalanceResult) items() []counter {
 	}
 }
 
+// deferrals lists the counts of deferred drifts by cause; the printed
+// result gives them as deferredBy.
+func (r BalanceResult) deferrals() []counter {
+	return []counter{{"deferred_dead", "", r.DeferredDead}, {"deferred_in_flight", "", r.DeferredInFlight}, {"deferred_unknown", "", r.DeferredUnknown}}
+}
+
 // Count returns the count the logs name name ("users_scanned", ...), or 0.
 func (r BalanceResult) Count(name string) int {
-	for _, it := range r.items() {
+	for _, it := range append(r.items(), r.deferrals()...) {
 		if it.name == name {
 			return it.n
 		}
@@ -125,19 +166,29 @@ func (r BalanceResult) Count(name string) int {
 	return 0
 }
 
+// String lists the counts; deferred drifts are followed by their users and
+// what held each back.
 func (r BalanceResult) String() string {
-	parts := make([]string, 0, 9)
+	parts := make([]string, 0, 14)
 	for _, it := range r.items() {
-		parts = append(parts, fmt.Sprintf("%s %d", it.label, it.n))
+		p := fmt.Sprintf("%s %d", it.label, it.n)
+		if it.name == "deferred" && len(r.Deferrals) > 0 {
+			p += " (" + r.deferredBy() + ")"
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
 }
 
-// LogValue implements slog.LogValuer.
+// LogValue implements slog.LogValuer: the counts, and deferred_by naming
+// the deferred users when there are some.
 func (r BalanceResult) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 9)
-	for _, it := range r.items() {
+	attrs := make([]slog.Attr, 0, 18)
+	for _, it := range append(r.items(), r.deferrals()...) {
 		attrs = append(attrs, slog.Int(it.name, it.n))
+	}
+	if len(r.Deferrals) > 0 {
+		attrs = append(attrs, slog.String("deferred_by", r.deferredBy()))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -146,7 +197,7 @@ func (r BalanceResult) LogValue() slog.Value {
 func (j *BalanceSync) RunOnce(ctx context.Context) (Result, error) {
 	var res BalanceResult
 	err := errors.Join(j.applyPending(ctx, &res), j.settleLeftovers(ctx, &res), j.compare(ctx, &res), j.cleanLate(ctx, &res))
-	for _, it := range res.items() {
+	for _, it := range append(res.items(), res.deferrals()...) {
 		j.metrics.add(j.Name(), it.name, it.n)
 	}
 	return res, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/store"
@@ -29,8 +30,8 @@ import (
 //   - Redis reflecting more entries than MySQL holds: MySQL went back (a
 //     restored backup?); reported, nothing changed.
 //
-// All but the first wait for the end of the scan and for no deduction
-// message to be in flight (see correctAll).
+// All but the first wait for the end of the scan, and for no deduction
+// message that may still move the user's money (see correctAll).
 func (j *BalanceSync) compare(ctx context.Context, res *BalanceResult) error {
 	lastProgress := time.Now()
 	var drifts []drift
@@ -76,8 +77,8 @@ func (j *BalanceSync) read(ctx context.Context, users []string) (map[string]stor
 	return hot, rows, nil
 }
 
-// drift is a quiet user to correct once no deduction message is in
-// flight: its Redis side as read, and what to do.
+// drift is a quiet user to correct once no deduction message can still
+// move its money: its Redis side as read, and what to do.
 type drift struct {
 	row    store.Activity
 	hot    store.HotBalance
@@ -132,21 +133,20 @@ func (j *BalanceSync) compareOne(ctx context.Context, row store.Activity, h stor
 // be a drift no ADJUST can write).
 func hotBalance(h store.HotBalance) decimal.Decimal { return h.Balance.Round(store.MoneyScale) }
 
-// correctAll corrects the drifts once no deduction message can still
-// arrive (doc/money.md, "Deductions other producers take"). A Spring producer takes a deduction in Redis with its
-// own script and leaves no pending record: until its message lands, Redis
-// is below MySQL by it, exactly as when the message was lost, and a
-// rebuild from MySQL would hand the money back. So the drifts wait while
-// the billing queues hold messages or its DLQ holds messages not replayed
-// (InFlight); otherwise, after ConfirmDelay (longer than a producer takes
-// to publish, and than the broker's statistics lag), the gate is asked
-// again and each user read again: a user that moved, or whose Redis side
-// changed, is left for the next run.
+// correctAll corrects the drifts no deduction message can still move
+// (doc/money.md, "Deductions other producers take"). A Spring producer
+// takes a deduction in Redis with its own script and leaves no pending
+// record: until its message lands, Redis is below MySQL by it, exactly as
+// when the message was lost, and a rebuild from MySQL would hand the money
+// back. So the gate (InFlight) is asked what may still arrive: a stored
+// dead message that a replay may still apply holds back its own user's
+// drift; messages in the queues, whose users cannot be read, or a gate
+// that cannot answer, hold back every drift. After ConfirmDelay (longer
+// than a producer takes to publish, and than the broker's statistics
+// lag), the gate is asked again and each user read again: a user that
+// moved, or whose Redis side changed, is left for the next run.
 func (j *BalanceSync) correctAll(ctx context.Context, drifts []drift, res *BalanceResult) error {
-	if len(drifts) == 0 {
-		return nil
-	}
-	if j.deferred(ctx, drifts, res) {
+	if drifts = j.unheld(ctx, drifts, res); len(drifts) == 0 {
 		return nil
 	}
 	if j.cfg.ConfirmDelay > 0 {
@@ -155,7 +155,7 @@ func (j *BalanceSync) correctAll(ctx context.Context, drifts []drift, res *Balan
 			return ctx.Err()
 		case <-time.After(j.cfg.ConfirmDelay):
 		}
-		if j.deferred(ctx, drifts, res) {
+		if drifts = j.unheld(ctx, drifts, res); len(drifts) == 0 {
 			return nil
 		}
 	}
@@ -190,19 +190,50 @@ func (j *BalanceSync) correctAll(ctx context.Context, drifts []drift, res *Balan
 	return nil
 }
 
-// deferred asks whether a deduction message may still arrive; if one may,
-// or the answer cannot be had, the drifts are counted as deferred.
-func (j *BalanceSync) deferred(ctx context.Context, drifts []drift, res *BalanceResult) bool {
-	why, err := j.inflight.DeductionsInFlight(ctx)
+// unheld asks the gate what may still arrive and returns the drifts none
+// of it can move; the others are deferred, each with what held it back.
+func (j *BalanceSync) unheld(ctx context.Context, drifts []drift, res *BalanceResult) []drift {
+	if len(drifts) == 0 {
+		return nil
+	}
+	h, err := j.inflight.DeductionsInFlight(ctx)
+	all, count := h.All, &res.DeferredInFlight
 	if err != nil {
-		why = "cannot tell whether a deduction message is in flight: " + err.Error()
+		all, count = "cannot tell whether a deduction message may still arrive: "+err.Error(), &res.DeferredUnknown
 	}
-	if why == "" {
-		return false
+	if all != "" {
+		for _, d := range drifts {
+			res.Deferred++
+			*count++
+			res.Deferrals = append(res.Deferrals, Deferral{User: d.row.Username, Why: all})
+		}
+		j.log.Warn("balance drifts left for a later run: a deduction message may still arrive for any user", "users", len(drifts), "why", all)
+		return nil
 	}
-	res.Deferred += len(drifts)
-	j.log.Warn("balance drifts left for a later run: a deduction message may still arrive", "users", len(drifts), "why", why)
-	return true
+	held := h.Held()
+	var free []drift
+	for _, d := range drifts {
+		refs := held[d.row.Username]
+		if len(refs) == 0 {
+			free = append(free, d)
+			continue
+		}
+		res.Deferred++
+		res.DeferredDead++
+		res.Deferrals = append(res.Deferrals, Deferral{User: d.row.Username, Messages: refs})
+		j.log.Warn("balance drift left for a later run: a stored dead message may still move it (replay it, and the drift is settled)",
+			"user", d.row.Username, "messages", strings.Join(refs, " "))
+	}
+	var inert []string
+	for _, d := range h.Dead {
+		if !d.Holds {
+			inert = append(inert, d.Ref.String()+": "+d.Why)
+		}
+	}
+	if len(inert) > 0 {
+		j.log.Info("stored dead billing messages that can never apply hold no drift back", "count", len(inert), "first", inert[:min(len(inert), 10)])
+	}
+	return free
 }
 
 // rebuild drops the user's hot balance, if unchanged since it was read,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
@@ -40,11 +41,11 @@ func (m *money) foreignDeduct(t *testing.T, user, messageID, amount string) (top
 // heldBack is an in-flight gate a test opens and closes.
 type heldBack struct{ held atomic.Bool }
 
-func (h *heldBack) DeductionsInFlight(context.Context) (string, error) {
+func (h *heldBack) DeductionsInFlight(context.Context) (reconcile.Holds, error) {
 	if h.held.Load() {
-		return "a message is held back", nil
+		return reconcile.Holds{All: "a message is held back"}, nil
 	}
-	return "", nil
+	return reconcile.Holds{}, nil
 }
 
 // A deduction a Spring producer took in Redis, whose message is held back

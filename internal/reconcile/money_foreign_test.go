@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
@@ -22,13 +23,13 @@ type foreignCharge struct {
 // DeductionsInFlight is the model's in-flight gate: a foreign message is
 // still queued (doc/money.md, "Deductions other producers take"). Isle's own deductions need no gate: their
 // pending records keep their users busy.
-func (sm *machine) DeductionsInFlight(context.Context) (string, error) {
+func (sm *machine) DeductionsInFlight(context.Context) (reconcile.Holds, error) {
 	for _, q := range sm.queue {
 		if q.messageID != "" {
-			return "foreign message " + q.messageID + " queued", nil
+			return reconcile.Holds{All: "foreign message " + q.messageID + " queued"}, nil
 		}
 	}
-	return "", nil
+	return reconcile.Holds{}, nil
 }
 
 // springInit is what a Spring producer does with a missing balance: SETNX

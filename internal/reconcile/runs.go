@@ -99,19 +99,23 @@ func (r *Runs) Last(ctx context.Context, n int, jobs ...string) (map[string][]Ru
 }
 
 // ResultFields is a Result as the JSON object `reconcile -once -json` prints
-// and job_run keeps: its log value's attributes, groups as objects.
+// and job_run keeps: its log value's attributes, groups as objects, and
+// durations as Go durations ("1.5s"), as the log writes them.
 func ResultFields(res Result) any { return attrValue(res.LogValue()) }
 
 func attrValue(v slog.Value) any {
 	v = v.Resolve()
-	if v.Kind() != slog.KindGroup {
-		return v.Any()
+	switch v.Kind() {
+	case slog.KindDuration:
+		return v.Duration().String()
+	case slog.KindGroup:
+		m := make(map[string]any)
+		for _, a := range v.Group() {
+			m[a.Key] = attrValue(a.Value)
+		}
+		return m
 	}
-	m := make(map[string]any)
-	for _, a := range v.Group() {
-		m[a.Key] = attrValue(a.Value)
-	}
-	return m
+	return v.Any()
 }
 
 // clipText cuts s to at most n bytes at a rune boundary.

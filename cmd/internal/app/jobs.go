@@ -41,11 +41,11 @@ func JobNeedsPublisher(name string) bool { return slices.Contains(needsPublisher
 
 // Jobs builds every job d allows, by name.
 func Jobs(d JobDeps, cfg config.ReconcileSection) (map[string]reconcile.Job, error) {
-	dead := dlq.NewStore(d.DB, d.Topology)
-	inflight, err := reconcile.NewBillingInFlight(d.Topology, d.Admin, dead)
+	inflight, err := reconcile.NewBillingInFlight(d.Topology, d.Admin, d.DB)
 	if err != nil {
 		return nil, err
 	}
+	dead := dlq.NewStore(d.DB, d.Topology)
 	jobs := map[string]reconcile.Job{
 		"balance-sync": reconcile.NewBalanceSync(d.DB, d.Redis, cfg.BalanceSync, inflight, d.Metrics, d.Log),
 		"outbox-purge": reconcile.NewOutboxPurge(d.DB, cfg.OutboxPurge, d.Metrics, d.Log),
