@@ -40,14 +40,17 @@ var perMillion = decimal.New(1, 6)
 // Cost prices tokens: Σ count × fen per million tokens / 10^6, rounded half
 // up to 8 places, and the same amount in micro-fen (10^-8 fen), as
 // AgentUsageStatsMessage.costMicroFen carries it.
-func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, microFen int64) {
+func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, micro int64) {
 	sum := decimal.NewFromInt(t.Input).Mul(p.Input).
 		Add(decimal.NewFromInt(t.Cached).Mul(p.CachedInput)).
 		Add(decimal.NewFromInt(t.Output).Mul(p.Output)).
 		Add(decimal.NewFromInt(t.Reasoning).Mul(p.Reasoning))
 	fen = sum.Div(perMillion).Round(store.MoneyScale)
-	return fen, fen.Shift(store.MoneyScale).IntPart()
+	return fen, microFen(fen)
 }
+
+// microFen is fen in 10^-8 fen.
+func microFen(fen decimal.Decimal) int64 { return fen.Shift(store.MoneyScale).IntPart() }
 
 // Service charges requests.
 type Service struct {
@@ -97,8 +100,10 @@ type Charge struct {
 
 // Charge prices r and takes the cost from the user's hot balance. A missing
 // balance is initialised from MySQL and the deduction run again. A zero
-// balance is ErrNoBalance (with the Charge's Cost set); a zero cost takes
-// nothing.
+// balance is ErrNoBalance (with the Charge's Cost set). A zero cost takes
+// nothing, also from a zero balance, but holds the request id as a charge
+// does. A replay answers the first charge: what it took and what it cost
+// then, whatever the price is now.
 func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 	p, err := s.prices.Get(ctx, r.Model)
 	if err != nil {
@@ -106,10 +111,6 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 	}
 	var c Charge
 	c.Cost, c.CostMicroFen = Cost(p, r.Tokens)
-	if !c.Cost.IsPositive() {
-		c.Balance, err = s.Balance(ctx, r.Username)
-		return c, err
-	}
 	c.RequestHash = r.Hash()
 	req := store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now(), Ref: store.NewRef(), RequestHash: c.RequestHash,
 		Usage: &store.UsageData{Model: r.Model, Input: r.Tokens.Input, Cached: r.Tokens.Cached, Output: r.Tokens.Output,
@@ -140,6 +141,9 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 		return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
 	}
 	c.Deducted, c.Balance, c.Replayed, c.Ref = taken.Deducted, taken.Balance, taken.Replayed, taken.Ref
+	if c.Replayed {
+		c.Cost, c.CostMicroFen = taken.Cost, microFen(taken.Cost)
+	}
 	return c, nil
 }
 
