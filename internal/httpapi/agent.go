@@ -89,6 +89,8 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 			Details: map[string]any{"balanceFen": decimal.Zero.StringFixed(store.MoneyScale), "costFen": ch.Cost.StringFixed(store.MoneyScale)}}
 	case errors.Is(err, billing.ErrUnknownModel):
 		return BadRequest("modelName: no pricing for %q", req.ModelName)
+	case errors.Is(err, billing.ErrCostTooLarge):
+		return BadRequest("the tokens cost more at the price of %q than a charge can carry", req.ModelName)
 	case errors.Is(err, billing.ErrUnknownUser):
 		return Errorf(http.StatusNotFound, CodeNotFound, "no user %q", req.Username)
 	case errors.Is(err, billing.ErrConflict):
