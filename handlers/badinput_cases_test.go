@@ -87,6 +87,9 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "65-byte username", body: `{"username":"` + strings.Repeat("a", 65) + `","amountFen":"1","modelName":"m"}`, want: dead},
 		badMessage{name: "pendingRef not a ref", body: `{"deductionId":"d1","username":"ann","amountFen":"1","modelName":"m","pendingRef":"a;b"}`, want: dead},
 		badMessage{name: "unknown user", body: `{"deductionId":"d1","username":"ghost","amountFen":"1","modelName":"m"}`, want: dead},
+		// The keys derived for messages without a deduction id are no deduction id's.
+		badMessage{name: "deductionId naming a foreign message's key", body: `{"deductionId":"msg:spring-1","username":"ann","amountFen":"1.5","modelName":"m"}`, want: dead},
+		badMessage{name: "deductionId in the hashed keys' namespace", body: `{"deductionId":"sha256:x","username":"ann","amountFen":"1","modelName":"m"}`, want: dead},
 		badMessage{name: "replayed deduction", id: "spring-1", body: f.springDeduction(), want: noop},
 	)
 	add(topology.DomainAgentUsageStats,

@@ -63,7 +63,7 @@ func (h *UsageStats) HandleBatch(ctx context.Context, items []messaging.Item[top
 		m := it.Msg
 		id := m.RequestID
 		if id == "" {
-			id = fitKey("msg:"+it.Delivery.MessageID, 255)
+			id = store.ForeignKey(it.Delivery.MessageID, 255)
 		}
 		us[i] = store.Usage{
 			RequestID: id, Model: m.ModelName, Day: day,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/correlation"
@@ -45,6 +46,9 @@ func (u usageRequest) validate() error {
 	switch {
 	case !requestIDField.MatchString(u.RequestID):
 		return BadRequest("requestId: 1-128 of A-Z a-z 0-9 . _ : -")
+	case store.IsForeignKey(u.RequestID):
+		// The keys of messages without a deduction id (doc/money.md).
+		return BadRequest("requestId: may not begin with %s", strings.Join(store.ForeignKeyPrefixes, " or "))
 	case !nameField.MatchString(u.Username):
 		return BadRequest("username: 1-64 of A-Z a-z 0-9 . _ @ + -")
 	case !modelField.MatchString(u.ModelName):

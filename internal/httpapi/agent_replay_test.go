@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/store"
@@ -129,4 +131,40 @@ func TestZeroCostBodyKeepsIdempotency(t *testing.T) {
 	bal, err := store.NewBalances(nil, b.redis).Balance(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "47.00000000", bal.StringFixed(8), "alice paid once")
+}
+
+// API request ids and the keys the consumer derives for messages without a
+// deduction id ("msg:" and the message id, or "sha256:" and a hash) share
+// the ledger's (user, DEDUCT, id) key: a request id of that form is
+// refused, each prefix, so a request can never be taken for a foreign
+// deduction (and refunded as its second charge) nor the reverse.
+func TestRequestIDsNeverShareKeysWithForeignMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	require.NoError(t, store.NewPrices(b.db, b.redis).Set(ctx, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	_, err := store.NewAccounts(b.db).Create(ctx, "alice", "", decimal.RequireFromString("50"))
+	require.NoError(t, err)
+	// A Spring producer's deduction, as the consumer applies it.
+	res, err := store.NewLedger(b.db).ApplyDebits(ctx, []store.Debit{{Username: "alice", ID: "msg:spring-9", Amount: decimal.RequireFromString("2"),
+		ModelName: "m", Source: "consumer", SelfSettled: true, OccurredAt: time.Now()}})
+	require.NoError(t, err)
+	require.True(t, res[0].Applied)
+	svc := b.token(t, "gateway", httpapi.RoleService)
+
+	for _, id := range []string{"msg:spring-9", "msg:x", "sha256:" + strings.Repeat("ab", 32), "sha256:x"} {
+		status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, `{"requestId":"`+id+`","username":"alice","modelName":"m","inputTokens":5}`)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %v", id, out)
+		require.Contains(t, out["error"].(map[string]any)["message"], "requestId", id)
+	}
+	for _, id := range []string{"MSG:x", "msgx", "msg", "x:msg:y", "sha256"} {
+		status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc, `{"requestId":"`+id+`","username":"alice","modelName":"m","inputTokens":1}`)
+		require.Equal(t, http.StatusOK, status, "%s is not a derived key: %v", id, out)
+	}
+	bal, err := store.NewBalances(nil, b.redis).Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "43.00000000", bal.StringFixed(8), "the five ordinary ids only")
+	pending, err := store.NewBalances(nil, b.redis).Pending(ctx, "alice")
+	require.NoError(t, err)
+	require.Len(t, pending, 5)
 }

@@ -149,6 +149,8 @@ func (f *badFixture) badAgent(t *testing.T) []badRequest {
 		{name: "usage: unknown model", req: req(`{"requestId":"u1","username":"ann","modelName":"nope","inputTokens":1}`), status: 400, code: c400},
 		{name: "usage: unknown user", req: req(`{"requestId":"u1","username":"ghost","modelName":"m","inputTokens":1}`), status: 404, code: c404},
 		{name: "usage: replayed id, another body", req: req(`{"requestId":"r1","username":"ann","modelName":"m","inputTokens":4}`), status: 409, code: c409},
+		{name: "usage: requestId naming a foreign message's key", req: req(`{"requestId":"msg:x","username":"ann","modelName":"m","inputTokens":1}`), status: 400, code: c400},
+		{name: "usage: requestId in the hashed keys' namespace", req: req(`{"requestId":"sha256:x","username":"ann","modelName":"m","inputTokens":1}`), status: 400, code: c400},
 		{name: "usage: replayed id, a body that costs nothing", req: req(`{"requestId":"r1","username":"ann","modelName":"m"}`), status: 409, code: c409},
 		{name: "usage: cost past int64 micro-fen", req: req(`{"requestId":"u1","username":"ann","modelName":"huge","inputTokens":2147483647,"outputTokens":2147483647}`),
 			status: 400, code: c400},
