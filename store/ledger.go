@@ -54,24 +54,52 @@ type DebitResult struct {
 	Ref, RequestHash string
 }
 
+// ErrKeyMismatch is an insert that failed on its unique key although the
+// locking read of the key found no row: MySQL compares the key otherwise
+// than Go does (a collation that pads or folds, a value it cannot keep byte
+// for byte). Retrying cannot help; the entry is refused on its own.
+var ErrKeyMismatch = errors.New("store: the key's insert met a row its lookup did not find")
+
 // ApplyDebits applies debits to MySQL in one transaction: one ledger row
 // per deduction id and the balances decremented by the same amounts. A
 // debit whose row exists changes nothing (exactly once, whoever applies it:
 // consumer, replay or reconciler). A balance never goes below zero: what it
 // cannot cover is recorded as the row's shortfall. Deadlocks re-run the
-// whole transaction.
+// whole transaction. When the transaction fails on a duplicate key, each
+// debit is applied in a transaction of its own, and one whose own insert
+// still fails so gets ErrKeyMismatch as its result's Err: the others are
+// not held back by it, batch after batch.
 func (l *Ledger) ApplyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
-	db := l.db
+	results, err := l.applyDebits(ctx, debits)
+	switch {
+	case err == nil:
+		return results, nil
+	case !sqltx.IsDuplicate(err):
+		return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
+	}
+	results = make([]DebitResult, len(debits))
+	for i, d := range debits {
+		one, err := l.applyDebits(ctx, []Debit{d})
+		switch {
+		case err == nil:
+			results[i] = one[0]
+		case sqltx.IsDuplicate(err):
+			results[i].Err = fmt.Errorf("%w: debit %q of %q: %v", ErrKeyMismatch, d.ID, d.Username, err)
+		default:
+			return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
+		}
+	}
+	return results, nil
+}
+
+func (l *Ledger) applyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
 	var results []DebitResult
-	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, l.db, func(tx *gorm.DB) error {
 		var err error
 		results, err = applyDebits(tx, debits)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
-	}
-	return results, nil
+	return results, err
 }
 
 func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {

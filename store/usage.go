@@ -37,9 +37,53 @@ type UsageStats struct {
 func NewUsageStats(db *gorm.DB, r *Redis) *UsageStats { return &UsageStats{db: db, r: r} }
 
 // ApplyUsage counts each usage once (agent_usage_event) and adds the ones
-// counted now to agent_usage_stats, per model and day, in one transaction.
-// It returns, for each usage, whether this call counted it.
+// counted now to agent_usage_stats, per model and day, in one transaction
+// (ApplyUsageEach). It returns, for each usage, whether this call counted
+// it, and the first usage's error.
 func (st *UsageStats) ApplyUsage(ctx context.Context, us []Usage) ([]bool, error) {
+	counted, errs := st.ApplyUsageEach(ctx, us)
+	for _, err := range errs {
+		if err != nil {
+			return counted, err
+		}
+	}
+	return counted, nil
+}
+
+// ApplyUsageEach counts each usage once (agent_usage_event) and adds the
+// ones counted now to agent_usage_stats, per model and day, in one
+// transaction. It returns, for each usage, whether this call counted it,
+// or its error: the transaction's, or, when the transaction failed on a
+// duplicate key and the usage's own transaction still does,
+// ErrKeyMismatch, so that one usage does not hold back the others.
+func (st *UsageStats) ApplyUsageEach(ctx context.Context, us []Usage) ([]bool, []error) {
+	counted, err := st.applyUsage(ctx, us)
+	errs := make([]error, len(us))
+	if err == nil {
+		return counted, errs
+	}
+	if !sqltx.IsDuplicate(err) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]bool, len(us)), errs
+	}
+	counted = make([]bool, len(us))
+	for i, u := range us {
+		one, err := st.applyUsage(ctx, []Usage{u})
+		switch {
+		case err == nil:
+			counted[i] = one[0]
+		case sqltx.IsDuplicate(err):
+			errs[i] = fmt.Errorf("%w: usage %q: %v", ErrKeyMismatch, u.RequestID, err)
+		default:
+			errs[i] = err
+		}
+	}
+	return counted, errs
+}
+
+func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error) {
 	db := st.db
 	counted := make([]bool, len(us))
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
