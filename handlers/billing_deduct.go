@@ -92,17 +92,22 @@ func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[
 				m.DeductionID, strings.Join(store.ForeignKeyPrefixes, " or ")))
 			continue
 		}
+		var sameBody string
 		if !dd.fromIsle {
-			// A producer without deduction ids (the Java backend): a key stable
-			// across redeliveries, from the message id or the body's hash.
-			dd.id = store.ForeignKey(it.Delivery.MessageID, ledgerIDMax)
+			// A producer without deduction ids (the Java backend): keyed by
+			// its message id, or, for a message without one, by the id the
+			// flow gave this delivery (doc/money.md, "Messages without ids").
+			dd.id = store.ForeignKey(it.Delivery.Key(), ledgerIDMax)
+			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
+				sameBody = store.ForeignKey(it.Delivery.SameBody(), ledgerIDMax)
+			}
 		}
 		todo = append(todo, dd)
 		debits = append(debits, store.Debit{
 			Username: m.Username, ID: dd.id, Amount: amount, ModelName: m.ModelName,
 			InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: now, Source: "consumer",
 			SelfSettled: !dd.fromIsle, // the producer's own script keeps its Redis balance
-			Ref:         m.PendingRef, RequestHash: m.RequestHash,
+			Ref:         m.PendingRef, RequestHash: m.RequestHash, SameBody: sameBody,
 		})
 	}
 	if len(todo) == 0 {

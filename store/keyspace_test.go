@@ -56,3 +56,52 @@ func TestOperatorCreditsNeverShareKeysWithOrders(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "17.00000000", acct.BalanceFen.StringFixed(8))
 }
+
+// A redelivered message without an id (Debit.SameBody, Usage.SameBody) is
+// taken as applied when the user's ledger (the usage events) has a message
+// of its body: an id beginning with the prefix, whatever its own part, or
+// the key an older build gave such a message (the prefix alone). The
+// prefix is a prefix, not a pattern.
+func TestRedeliveredMessageWithoutIDMatchesItsBody(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	for _, u := range []string{"ann", "bob"} {
+		_, err := store.NewAccounts(db).Create(ctx, u, "", dec("10"))
+		require.NoError(t, err)
+	}
+	ledger := store.NewLedger(db)
+	apply := func(d store.Debit) store.DebitResult {
+		t.Helper()
+		d.Amount, d.SelfSettled = dec("1"), true
+		res, err := ledger.ApplyDebits(ctx, []store.Debit{d})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		return res[0]
+	}
+	first := apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0001"})
+	again := apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0002", SameBody: "msg:sha256:aaaa"})
+	require.False(t, again.Applied, "the message of its body was applied")
+	require.Equal(t, first.Seq, again.Seq)
+	require.True(t, apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0003"}).Applied, "a fresh delivery always applies")
+	require.True(t, apply(store.Debit{Username: "bob", ID: "msg:sha256:aaaa:0004", SameBody: "msg:sha256:aaaa"}).Applied, "another user's")
+	apply(store.Debit{Username: "ann", ID: "msg:sha256:bbbb"}) // an older build's key
+	require.False(t, apply(store.Debit{Username: "ann", ID: "msg:sha256:bbbb:0005", SameBody: "msg:sha256:bbbb"}).Applied)
+	apply(store.Debit{Username: "ann", ID: "msg:axb:0006"})
+	require.True(t, apply(store.Debit{Username: "ann", ID: "msg:a_b:0007", SameBody: "msg:a_b"}).Applied, "_ is no wildcard")
+	require.True(t, apply(store.Debit{Username: "ann", ID: "msg:a%:0008", SameBody: "msg:a%"}).Applied, "% is no wildcard")
+	require.Equal(t, "4.00000000", account(t, db, "ann").BalanceFen.StringFixed(8), "six applied of eight")
+
+	usage := store.NewUsageStats(db, nil)
+	day := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	counted, err := usage.ApplyUsage(ctx, []store.Usage{{RequestID: "msg:sha256:cccc:0001", Model: "m", Day: day}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, counted)
+	counted, err = usage.ApplyUsage(ctx, []store.Usage{
+		{RequestID: "msg:sha256:cccc:0002", SameBody: "msg:sha256:cccc", Model: "m", Day: day},
+		{RequestID: "msg:sha256:cccc:0003", Model: "m", Day: day},
+		{RequestID: "msg:sha256:dddd:0004", SameBody: "msg:sha256:dddd", Model: "m", Day: day},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true, true}, counted)
+}

@@ -15,7 +15,12 @@ import (
 
 // Usage is one request's usage of a model.
 type Usage struct {
-	RequestID       string // counted once
+	RequestID string // counted once
+	// SameBody is set for a message without an id that the broker
+	// delivered again: the prefix of the ids of every message with its
+	// body. One counted stands for this message's first delivery (doc/money.md,
+	// "Messages without ids"): the usage is counted only if none was.
+	SameBody        string
 	Model           string
 	Day             time.Time // the day it counts for (its date is used)
 	InputTokens     int64
@@ -100,6 +105,17 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 		known := make(map[string]bool, len(seen))
 		for _, id := range seen {
 			known[id] = true
+		}
+		for _, u := range us {
+			if u.SameBody == "" || known[u.RequestID] {
+				continue
+			}
+			var same []string
+			if err := tx.Model(&UsageEvent{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+				Where("request_id LIKE ?", likePrefix(u.SameBody)).Limit(1).Pluck("request_id", &same).Error; err != nil {
+				return err
+			}
+			known[u.RequestID] = len(same) > 0
 		}
 		var events []UsageEvent
 		type dayKey struct {
