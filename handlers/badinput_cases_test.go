@@ -14,7 +14,9 @@ import (
 func (f *consumerFixture) firstDeliveries() []badMessage {
 	return []badMessage{
 		{domain: topology.DomainAgentBilling, id: "spring-1", body: f.springDeduction()},
+		{domain: topology.DomainAgentBilling, id: "-", isle: "00000000000000a1", body: springNoID},
 		{domain: topology.DomainAgentUsageStats, body: usageR1},
+		{domain: topology.DomainAgentUsageStats, id: "-", isle: "00000000000000b1", body: usageNoID},
 		{domain: topology.DomainObjectReplication, body: taskID(f.taskDone)},
 		{domain: topology.DomainIdentityMaterial, body: materialC1},
 		{domain: topology.DomainPaymentNotify, body: f.paidNotice()},
@@ -25,6 +27,8 @@ func (f *consumerFixture) firstDeliveries() []badMessage {
 
 const (
 	usageR1    = `{"requestId":"ann:r1","modelName":"m","inputTokens":3,"costMicroFen":300000000}`
+	springNoID = `{"username":"ann","amountFen":"2.5","modelName":"m","inputTokens":7,"outputTokens":2}`
+	usageNoID  = `{"modelName":"m","inputTokens":7,"outputTokens":2,"costMicroFen":250000000}`
 	materialC1 = `{"username":"ivy","certifyId":"c-1","materialInfo":"{\"enc\":1}"}`
 )
 
@@ -87,7 +91,13 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "65-byte username", body: `{"username":"` + strings.Repeat("a", 65) + `","amountFen":"1","modelName":"m"}`, want: dead},
 		badMessage{name: "pendingRef not a ref", body: `{"deductionId":"d1","username":"ann","amountFen":"1","modelName":"m","pendingRef":"a;b"}`, want: dead},
 		badMessage{name: "unknown user", body: `{"deductionId":"d1","username":"ghost","amountFen":"1","modelName":"m"}`, want: dead},
+		// The keys derived for messages without a deduction id are no deduction id's.
+		badMessage{name: "deductionId naming a foreign message's key", body: `{"deductionId":"msg:spring-1","username":"ann","amountFen":"1.5","modelName":"m"}`, want: dead},
+		badMessage{name: "deductionId in the hashed keys' namespace", body: `{"deductionId":"sha256:x","username":"ann","amountFen":"1","modelName":"m"}`, want: dead},
 		badMessage{name: "replayed deduction", id: "spring-1", body: f.springDeduction(), want: noop},
+		// A message without an id that the broker delivers again, after its
+		// first delivery was applied, under the id the flow gives this delivery.
+		badMessage{name: "redelivered deduction without an id", id: "-", isle: "00000000000000a2", redelivered: true, body: springNoID, want: noop},
 	)
 	add(topology.DomainAgentUsageStats,
 		badMessage{name: "JSON array", body: `[` + usageR1 + `]`, want: dead},
@@ -96,6 +106,7 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "tokens past int32", body: `{"requestId":"ann:r2","modelName":"m","cachedTokens":4294967296}`, want: dead},
 		badMessage{name: "256-byte requestId", body: `{"requestId":"` + strings.Repeat("r", 256) + `","modelName":"m"}`, want: dead},
 		badMessage{name: "replayed usage", body: usageR1, want: noop},
+		badMessage{name: "redelivered usage without an id", id: "-", isle: "00000000000000b2", redelivered: true, body: usageNoID, want: noop},
 	)
 	add(topology.DomainObjectReplication,
 		badMessage{name: "taskId null", body: `{"taskId":null}`, want: dead},

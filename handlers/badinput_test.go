@@ -46,6 +46,11 @@ type badMessage struct {
 	body   string
 	id     string // the AMQP message id; badID when empty
 	want   string // dead or noop
+	// isle, for a message without an id (id "-"), is the part of its own
+	// the flow gives the delivery (messaging.Delivery.IsleID); redelivered
+	// is the broker's flag.
+	isle        string
+	redelivered bool
 }
 
 // TestBadMessagesChangeNothing hands every consumer of handlers.Consumers
@@ -72,7 +77,7 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 	before := f.state(t)
 	for _, c := range cases {
 		t.Run(c.domain+": "+c.name, func(t *testing.T) {
-			err := f.deliver(t, c.domain, c.id, []byte(c.body))
+			err := f.deliver(t, c)
 			after := f.state(t)
 			changed := before.diff(after)
 			before = after // the next case starts from here, whatever this one did
@@ -162,7 +167,7 @@ func (f *consumerFixture) seed(t *testing.T) {
 	f.inTarget = f.task(t, "avatar/ann/3/me.png", f.target.URL("avatar/ann/3/me.png"))
 
 	for _, m := range f.firstDeliveries() {
-		require.NoError(t, f.deliver(t, m.domain, m.id, []byte(m.body)), "%s: %s", m.domain, m.body)
+		require.NoError(t, f.deliver(t, m), "%s: %s", m.domain, m.body)
 	}
 }
 
@@ -192,16 +197,22 @@ func (f *consumerFixture) domain(name string) topology.Domain {
 	return d
 }
 
-// deliver hands body to the domain's consumer as the worker does: one
+// deliver hands m's body to the domain's consumer as the worker does: one
 // delivery of its main queue with the record's __TypeId__.
-func (f *consumerFixture) deliver(t *testing.T, domain, id string, body []byte) error {
+func (f *consumerFixture) deliver(t *testing.T, m badMessage) error {
 	t.Helper()
+	domain, id, body := m.domain, m.id, []byte(m.body)
 	d := f.domain(domain)
 	if id == "" {
 		id = badID
 	}
 	dl := messaging.Delivery{MessageID: id, TraceID: "trace-" + id, TypeID: d.TypeID, Queue: d.Queue, RoutingKey: d.RoutingKey, Body: body,
-		Headers: map[string]string{messaging.HeaderTypeID: d.TypeID}}
+		Headers: map[string]string{messaging.HeaderTypeID: d.TypeID}, Redelivered: m.redelivered}
+	if id == "-" { // no id: as deliveryOf and the flow key it
+		sum := sha256.Sum256(body)
+		dl.MessageID = "sha256:" + hex.EncodeToString(sum[:16])
+		dl.IsleID = dl.MessageID + ":" + m.isle
+	}
 	consume, ok := f.consume[domain]
 	require.True(t, ok, "no consumer for %s", domain)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,10 +2,9 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
@@ -87,17 +86,28 @@ func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[
 			continue
 		}
 		dd := deduction{at: i, ctx: messaging.WithDelivery(ctx, it.Delivery), id: m.DeductionID, fromIsle: m.DeductionID != ""}
+		if store.IsForeignKey(m.DeductionID) {
+			// Such an id could name a foreign message's row (doc/money.md).
+			errs[i] = messaging.Permanent(fmt.Errorf("deductionId %q: ids beginning %s are the keys of messages without one",
+				m.DeductionID, strings.Join(store.ForeignKeyPrefixes, " or ")))
+			continue
+		}
+		var sameBody string
 		if !dd.fromIsle {
-			// A producer without deduction ids (the Java backend): a key stable
-			// across redeliveries, from the message id or the body's hash.
-			dd.id = fitKey("msg:"+it.Delivery.MessageID, 128)
+			// A producer without deduction ids (the Java backend): keyed by
+			// its message id, or, for a message without one, by the id the
+			// flow gave this delivery (doc/money.md, "Messages without ids").
+			dd.id = store.ForeignKey(it.Delivery.Key(), ledgerIDMax)
+			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
+				sameBody = store.ForeignKey(it.Delivery.SameBody(), ledgerIDMax)
+			}
 		}
 		todo = append(todo, dd)
 		debits = append(debits, store.Debit{
 			Username: m.Username, ID: dd.id, Amount: amount, ModelName: m.ModelName,
 			InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: now, Source: "consumer",
 			SelfSettled: !dd.fromIsle, // the producer's own script keeps its Redis balance
-			Ref:         m.PendingRef, RequestHash: m.RequestHash,
+			Ref:         m.PendingRef, RequestHash: m.RequestHash, SameBody: sameBody,
 		})
 	}
 	if len(todo) == 0 {
@@ -196,12 +206,5 @@ func (h *BillingDeduct) resettle(ctx context.Context, e store.SettleEntry) {
 	}
 }
 
-// fitKey keeps a derived idempotency key within its column: a longer one is
-// replaced by its SHA-256, which is as stable.
-func fitKey(key string, max int) string {
-	if len(key) <= max {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+// ledgerIDMax is the size of agent_ledger.entry_id.
+const ledgerIDMax = 128

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/eisland/isle/handlers"
@@ -50,6 +51,12 @@ func (l *fakeLedger) apply(d store.Debit) (store.DebitResult, error) {
 	if r, ok := l.rows[k]; ok {
 		r.Applied, r.Settled = false, l.settled[k]
 		return r, nil
+	}
+	for have, r := range l.rows { // a redelivered message without an id, applied before
+		if d.SameBody != "" && have[0] == d.Username && strings.HasPrefix(have[1], d.SameBody) {
+			r.Applied, r.Settled = false, l.settled[have]
+			return r, nil
+		}
 	}
 	r := store.DebitResult{Applied: true, Seq: uint64(len(l.rows) + 1), Amount: d.Amount, Settled: d.SelfSettled, Ref: d.Ref}
 	l.rows[k], l.settled[k] = r, d.SelfSettled

@@ -30,24 +30,29 @@ type Deps struct {
 // A Consumer builds the handler of one domain's main queue. One that
 // groups its writes (one transaction, one pipeline for many deliveries) says
 // Batches, and the worker hands it batches; the others get one delivery at
-// a time (messaging.Each).
+// a time (messaging.Each). One that keys a message without an id by its
+// delivery (Delivery.Key) says FinishHeld: a worker that stops handles what
+// its channels hold (messaging.Route.FinishHeld) rather than give it back
+// to come again flagged as redelivered, which such a consumer must take for
+// a message it may have applied (doc/money.md, "Messages without ids").
 type Consumer struct {
-	Domain  string
-	New     func(d Deps, log *slog.Logger) messaging.BatchHandlerFunc
-	Batches bool
+	Domain     string
+	New        func(d Deps, log *slog.Logger) messaging.BatchHandlerFunc
+	Batches    bool
+	FinishHeld bool
 }
 
 // Consumers is every main-queue consumer Isle runs: a new one is a file in
 // this package and one line here.
 var Consumers = []Consumer{
-	{topology.DomainAgentBilling, billingDeductConsumer, true},
-	{topology.DomainAgentUsageStats, usageStatsConsumer, true},
-	{topology.DomainObjectReplication, objectReplicationConsumer, false},
-	{topology.DomainIdentityMaterial, identityMaterialConsumer, false},
-	{topology.DomainEmail, emailCodeConsumer, false},
-	{topology.DomainPaymentNotify, paymentNotifyConsumer, false},
-	{topology.DomainPaymentReceipt, paymentReceiptConsumer, false},
-	{topology.DomainMiniGameScore, scoreUpsertConsumer, false},
+	{topology.DomainAgentBilling, billingDeductConsumer, true, true},
+	{topology.DomainAgentUsageStats, usageStatsConsumer, true, true},
+	{topology.DomainObjectReplication, objectReplicationConsumer, false, false},
+	{topology.DomainIdentityMaterial, identityMaterialConsumer, false, false},
+	{topology.DomainEmail, emailCodeConsumer, false, false},
+	{topology.DomainPaymentNotify, paymentNotifyConsumer, false, false},
+	{topology.DomainPaymentReceipt, paymentReceiptConsumer, false, false},
+	{topology.DomainMiniGameScore, scoreUpsertConsumer, false, false},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
@@ -57,11 +62,12 @@ var NotConsumed = map[string]string{}
 // A Route is a consumer ready to run: what the worker's -handlers names
 // ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).
 type Route struct {
-	Name    string
-	Domain  topology.Domain
-	DLQ     bool // the domain's dead-letter queue, which stores dead messages
-	Batches bool // Handle takes batches
-	Handle  messaging.BatchHandlerFunc
+	Name       string
+	Domain     topology.Domain
+	DLQ        bool // the domain's dead-letter queue, which stores dead messages
+	Batches    bool // Handle takes batches
+	FinishHeld bool // a stopping worker handles what the route's channels hold (Consumer.FinishHeld)
+	Handle     messaging.BatchHandlerFunc
 }
 
 // Routes builds every consumer of tp: the main consumer of each domain in
@@ -74,7 +80,7 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 		if !ok {
 			panic("handlers: Consumers names a domain the topology lacks: " + c.Domain) // a wiring bug stops start-up
 		}
-		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, Handle: c.New(d, d.Log.With("handler", c.Domain))})
+		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, FinishHeld: c.FinishHeld, Handle: c.New(d, d.Log.With("handler", c.Domain))})
 	}
 	for _, dom := range tp.Domains() {
 		if dom.HasRetry() {

@@ -11,6 +11,9 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
+// usageIDMax is the size of agent_usage_event.request_id.
+const usageIDMax = 255
+
 // UsageCounter counts usages once in MySQL (store.UsageWriter,
 // group-committed) and reports of each whether this call counted it, or the
 // error of the transaction it was in.
@@ -61,12 +64,16 @@ func (h *UsageStats) HandleBatch(ctx context.Context, items []messaging.Item[top
 	us := make([]store.Usage, len(items))
 	for i, it := range items {
 		m := it.Msg
-		id := m.RequestID
+		id, sameBody := m.RequestID, ""
 		if id == "" {
-			id = fitKey("msg:"+it.Delivery.MessageID, 255)
+			// Keyed as a deduction without an id is (billing_deduct.go).
+			id = store.ForeignKey(it.Delivery.Key(), usageIDMax)
+			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
+				sameBody = store.ForeignKey(it.Delivery.SameBody(), usageIDMax)
+			}
 		}
 		us[i] = store.Usage{
-			RequestID: id, Model: m.ModelName, Day: day,
+			RequestID: id, SameBody: sameBody, Model: m.ModelName, Day: day,
 			InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
 			ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
 		}

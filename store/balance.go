@@ -45,14 +45,22 @@ type Taken struct {
 	Deducted decimal.Decimal // min(balance before, amount): cap at zero
 	Replayed bool            // the id was deducted before; nothing changed and the first result is returned
 	Ref      string          // the charge's nonce: the request's, or the first charge's for a replay ("" when unknown)
+	// Cost is what the charge asked: the request's amount, or for a
+	// replay the first charge's. When Redis no longer knows it (a marker
+	// restored from the ledger after a Redis loss, or one of an older
+	// build) it is what the first charge deducted.
+	Cost decimal.Decimal
 }
 
 // DeductRequest asks to take Amount fen from Username's hot balance.
 type DeductRequest struct {
 	Username string
-	ID       string          // deduction id (the API request id): the same id deducts once
-	Amount   decimal.Decimal // rounded half-up to 8 places; must be more than zero
-	Now      time.Time       // recorded in the pending entry
+	ID       string // deduction id (the API request id): the same id deducts once
+	// Amount is the request's cost, rounded half-up to 8 places. Zero takes
+	// nothing and records nothing pending, but holds the id as a charge
+	// does: the same id again is a replay, with another body a conflict.
+	Amount decimal.Decimal
+	Now    time.Time // recorded in the pending entry
 	// Ref is a nonce drawn for this charge (NewRef): it tells this charge
 	// apart from another charge of the same id taken after Redis forgot
 	// this one (Resettle).
@@ -75,10 +83,11 @@ func NewRef() string {
 // again with the same id, also after a client-side retry whose first reply was
 // lost, changes nothing and returns the first result with Replayed set; with
 // another request hash it returns ErrRequestConflict and the first charge.
+// A zero amount is a charge that takes nothing (also from an empty balance).
 func (b *Balances) Deduct(ctx context.Context, req DeductRequest) (Taken, error) {
 	r := b.r
 	amount := req.Amount.Round(MoneyScale)
-	if !amount.IsPositive() {
+	if amount.IsNegative() {
 		return Taken{}, fmt.Errorf("store: deduct %s: amount %s: %w", req.ID, req.Amount, ErrBalanceMalformed)
 	}
 	if req.Username == "" || req.ID == "" {
@@ -107,13 +116,13 @@ func (b *Balances) Deduct(ctx context.Context, req DeductRequest) (Taken, error)
 		return t, err // ErrRequestConflict comes with the first charge
 	}
 	if !t.Replayed {
-		t.Ref = req.Ref
+		t.Ref, t.Cost = req.Ref, amount
 	}
 	return t, nil
 }
 
-// parseDeduction reads "OK|balance|deducted", "DUP|balance|deducted|ref" or
-// "CONFLICT|deducted".
+// parseDeduction reads "OK|balance|deducted", "DUP|balance|deducted|ref|cost"
+// or "CONFLICT|deducted".
 func parseDeduction(res string) (Taken, error) {
 	parts := strings.Split(res, "|")
 	if parts[0] == "CONFLICT" && len(parts) == 2 {
@@ -123,7 +132,7 @@ func parseDeduction(res string) (Taken, error) {
 		}
 		return Taken{Deducted: ded, Replayed: true}, ErrRequestConflict
 	}
-	if !(parts[0] == "OK" && len(parts) == 3) && !(parts[0] == "DUP" && len(parts) == 4) {
+	if !(parts[0] == "OK" && len(parts) == 3) && !(parts[0] == "DUP" && len(parts) == 5) {
 		return Taken{}, fmt.Errorf("store: deduct: unexpected script result %q", res)
 	}
 	bal, err1 := decimal.NewFromString(parts[1])
@@ -133,7 +142,14 @@ func parseDeduction(res string) (Taken, error) {
 	}
 	t := Taken{Balance: bal, Deducted: ded, Replayed: parts[0] == "DUP"}
 	if t.Replayed {
-		t.Ref = parts[3]
+		t.Ref, t.Cost = parts[3], ded
+		if parts[4] != "" {
+			cost, err := decimal.NewFromString(parts[4])
+			if err != nil {
+				return Taken{}, fmt.Errorf("store: deduct: result %q: %w", res, err)
+			}
+			t.Cost = cost
+		}
 	}
 	return t, nil
 }

@@ -97,6 +97,9 @@ func creditTx(tx *gorm.DB, c Credit) (row LedgerEntry, applied bool, err error) 
 		row.Reason = &c.Reason
 	}
 	if err := tx.Omit("id", "created_at").Create(&row).Error; err != nil {
+		if sqltx.IsDuplicate(err) {
+			err = fmt.Errorf("%w: credit %q of %q: %v", ErrKeyMismatch, c.ID, c.Username, err)
+		}
 		return LedgerEntry{}, false, err
 	}
 	return row, true, setBalances(tx, map[string]account{c.Username: acct}, map[string]bool{c.Username: true})

@@ -39,6 +39,12 @@ type Debit struct {
 	SelfSettled bool
 	Ref         string // the nonce of the hot-balance charge (DeductRequest.Ref); "" unknown
 	RequestHash string // the request body's hash; "" unknown
+	// SameBody is set for a message without an id that the broker
+	// delivered again: the prefix of the ids of every message with its
+	// body. A row of one stands for this message's first delivery, applied
+	// before (doc/money.md, "Messages without ids"): the debit is applied
+	// only if the user's ledger has none.
+	SameBody string
 }
 
 // DebitResult says what ApplyDebits did with one debit.
@@ -54,24 +60,52 @@ type DebitResult struct {
 	Ref, RequestHash string
 }
 
+// ErrKeyMismatch is an insert that failed on its unique key although the
+// locking read of the key found no row: MySQL compares the key otherwise
+// than Go does (a collation that pads or folds, a value it cannot keep byte
+// for byte). Retrying cannot help; the entry is refused on its own.
+var ErrKeyMismatch = errors.New("store: the key's insert met a row its lookup did not find")
+
 // ApplyDebits applies debits to MySQL in one transaction: one ledger row
 // per deduction id and the balances decremented by the same amounts. A
 // debit whose row exists changes nothing (exactly once, whoever applies it:
 // consumer, replay or reconciler). A balance never goes below zero: what it
 // cannot cover is recorded as the row's shortfall. Deadlocks re-run the
-// whole transaction.
+// whole transaction. When the transaction fails on a duplicate key, each
+// debit is applied in a transaction of its own, and one whose own insert
+// still fails so gets ErrKeyMismatch as its result's Err: the others are
+// not held back by it, batch after batch.
 func (l *Ledger) ApplyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
-	db := l.db
+	results, err := l.applyDebits(ctx, debits)
+	switch {
+	case err == nil:
+		return results, nil
+	case !sqltx.IsDuplicate(err):
+		return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
+	}
+	results = make([]DebitResult, len(debits))
+	for i, d := range debits {
+		one, err := l.applyDebits(ctx, []Debit{d})
+		switch {
+		case err == nil:
+			results[i] = one[0]
+		case sqltx.IsDuplicate(err):
+			results[i].Err = fmt.Errorf("%w: debit %q of %q: %v", ErrKeyMismatch, d.ID, d.Username, err)
+		default:
+			return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
+		}
+	}
+	return results, nil
+}
+
+func (l *Ledger) applyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
 	var results []DebitResult
-	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
+	err := sqltx.Transact(ctx, l.db, func(tx *gorm.DB) error {
 		var err error
 		results, err = applyDebits(tx, debits)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: apply %d debits: %w", len(debits), err)
-	}
-	return results, nil
+	return results, err
 }
 
 func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
@@ -81,6 +115,10 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		return nil, err
 	}
 	existing, err := lockEntries(tx, LedgerDeduct, debits)
+	if err != nil {
+		return nil, err
+	}
+	sameBody, err := lockSameBody(tx, debits, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +134,11 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		}
 		first[key] = i
 		bal, known := balances[d.Username]
-		switch e, found := existing[key]; {
+		e, found := existing[key]
+		if same, ok := sameBody[i]; ok && !found {
+			e, found = same, true
+		}
+		switch {
 		case !d.Amount.IsPositive() || d.ID == "":
 			results[i].Err = fmt.Errorf("debit %q of %s: want an id and an amount > 0", d.ID, d.Amount)
 		case !known:
@@ -106,7 +148,7 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 		case found:
 			results[i] = DebitResult{Seq: e.Seq, Amount: e.AmountFen.Neg(), Shortfall: e.ShortfallFen, Settled: e.SettledAt != nil,
 				Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}
-			if e.ModelName == nil && d.ModelName != "" {
+			if e.ModelName == nil && d.ModelName != "" && e.EntryID == d.ID {
 				fill = append(fill, d)
 			}
 		default:
@@ -232,6 +274,35 @@ func lockEntries(tx *gorm.DB, kind string, debits []Debit) (map[[2]string]Ledger
 		out[[2]string{r.Username, r.EntryID}] = r
 	}
 	return out, nil
+}
+
+// lockSameBody reads and locks, for each debit with SameBody and no row of
+// its own key, the user's oldest DEDUCT row whose id begins with SameBody,
+// by index of the debit. The range read of the unique key also holds its
+// gap: a message with the body cannot be applied under us.
+func lockSameBody(tx *gorm.DB, debits []Debit, existing map[[2]string]LedgerEntry) (map[int]LedgerEntry, error) {
+	out := map[int]LedgerEntry{}
+	for i, d := range debits {
+		if _, found := existing[[2]string{d.Username, d.ID}]; found || d.SameBody == "" {
+			continue
+		}
+		var rows []LedgerEntry
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("username = ? AND kind = ? AND entry_id LIKE ?", d.Username, LedgerDeduct, likePrefix(d.SameBody)).
+			Order("entry_id").Limit(1).Find(&rows).Error
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 1 {
+			out[i] = rows[0]
+		}
+	}
+	return out, nil
+}
+
+// likePrefix is the LIKE pattern of the strings that begin with p.
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
 
 // lockEntryKeys reads and locks the ledger rows of keys that exist; the

@@ -31,6 +31,14 @@ type Pricing struct {
 	Enabled     bool            `json:"enabled"`
 }
 
+// MaxPriceFenPerMTok is the highest price Set takes, in fen per million
+// tokens of any kind (100,000 yuan, some 200 times the dearest model's
+// price today). At this price the largest request the API accepts, 2^31-1
+// tokens of each of the four kinds, costs 85,899,345,880 fen, which is
+// 8.59e18 micro-fen: the int64 costMicroFen of AgentUsageStatsMessage holds
+// it. Any higher and such a request would not fit.
+var MaxPriceFenPerMTok = decimal.New(1, 7)
+
 // missingPricing is cached for a model without pricing, so unknown names
 // cannot hammer MySQL (cache penetration); it expires soon. A change fences
 // the key for fenceTTL: a reader that read the old row cannot write it back.
@@ -96,15 +104,16 @@ func (ps *Prices) Get(ctx context.Context, model string) (Pricing, error) {
 	return p, nil
 }
 
-// Set writes a model's pricing row, fences its cached copy — a request
+// Set writes a model's pricing row (each price 0..MaxPriceFenPerMTok), fences its cached copy — a request
 // that read the old row just before cannot cache it again — and announces
 // the change on agent:pricing-changes, so the API processes' in-process
 // copies (PriceCache) are dropped at once.
 func (ps *Prices) Set(ctx context.Context, p Pricing) error {
 	db, r := ps.db, ps.r
 	for _, v := range []decimal.Decimal{p.Input, p.CachedInput, p.Output, p.Reasoning} {
-		if v.IsNegative() || v.Exponent() < -MoneyScale {
-			return fmt.Errorf("store: pricing of %s: prices must be >= 0 with at most 8 decimals", p.Model)
+		if v.IsNegative() || v.Exponent() < -MoneyScale || v.GreaterThan(MaxPriceFenPerMTok) {
+			return fmt.Errorf("store: pricing of %s: prices must be 0..%s fen per million tokens with at most 8 decimals",
+				p.Model, MaxPriceFenPerMTok)
 		}
 	}
 	if p.Model == "" || len(p.Model) > 128 {

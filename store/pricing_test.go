@@ -31,3 +31,23 @@ func TestDisabledPricingIsCachedAsMissing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "3", p.Input.String(), "enabled again")
 }
+
+// Prices are capped at MaxPriceFenPerMTok, for each kind of token, so that
+// no request the API accepts costs more micro-fen than an int64 holds.
+func TestPricesAreCapped(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	prices := store.NewPrices(db, r)
+	top := store.MaxPriceFenPerMTok
+	require.NoError(t, prices.Set(ctx, store.Pricing{Model: "top", Input: top, CachedInput: top, Output: top, Reasoning: top, Enabled: true}))
+	over := top.Add(dec("0.00000001"))
+	for _, p := range []store.Pricing{
+		{Model: "over", Input: over}, {Model: "over", CachedInput: over}, {Model: "over", Output: over}, {Model: "over", Reasoning: over},
+	} {
+		require.ErrorContains(t, prices.Set(ctx, p), "0..10000000 fen per million tokens")
+	}
+	_, err := prices.Get(ctx, "over")
+	require.ErrorIs(t, err, store.ErrUnknownModel, "nothing was written")
+}

@@ -268,3 +268,78 @@ func TestSettleLeavesAnUnknownEntryCountUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, h["kim"].EntriesKnown)
 }
+
+// A replay answers what the first charge cost (its price then), also when
+// the balance capped what it took: from the marker, which a resettle of the
+// same charge keeps; from the pending record while the marker is gone; and,
+// once Redis knows neither, what the charge took.
+func TestReplayAnswersTheFirstChargesCost(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	b := store.NewBalances(nil, r)
+	_, err := b.Init(ctx, "lou", store.BalanceRead{Balance: dec("2")})
+	require.NoError(t, err)
+	req := store.DeductRequest{Username: "lou", ID: "r1", Amount: dec("5"), Now: time.Now(), Ref: "aaaa", RequestHash: "h1",
+		Usage: &store.UsageData{Model: "m", Input: 5, CostMF: 500000000}}
+	got, err := b.Deduct(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, "2.00000000 5.00000000", got.Deducted.StringFixed(8)+" "+got.Cost.StringFixed(8), "capped at the balance")
+	replay := func(why string) string {
+		t.Helper()
+		got, err := b.Deduct(ctx, req)
+		require.NoError(t, err, why)
+		require.True(t, got.Replayed, why)
+		return got.Deducted.StringFixed(8) + " " + got.Cost.StringFixed(8)
+	}
+	require.Equal(t, "2.00000000 5.00000000", replay("the marker"))
+
+	row := store.SettleEntry{Username: "lou", Kind: store.SettleDeduction, EntryID: "r1", Amount: dec("2"), Seq: 1, Ref: "aaaa", RequestHash: "h1"}
+	out, err := b.Settle(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, store.SettleCleared, out[0].Outcome)
+	_, err = b.Resettle(ctx, row) // a redelivery of its message
+	require.NoError(t, err)
+	require.Equal(t, "2.00000000 5.00000000", replay("a resettle of the same charge keeps the marker"))
+
+	// A record whose marker is gone answers with the usage it keeps.
+	req.ID = "r2"
+	require.NoError(t, r.Client(keys.DBAgentBilling).Set(ctx, r.Keys().AgentBalance("lou"), "1.00000000", 0).Err())
+	_, err = b.Deduct(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, r.Client(keys.DBAgentBilling).Del(ctx, r.Keys().AgentDeduction("lou", "r2")).Err())
+	require.Equal(t, "1.00000000 5.00000000", replay("the pending record"))
+
+	// A marker restored from the ledger knows what the charge took only.
+	require.NoError(t, r.Client(keys.DBAgentBilling).Set(ctx, r.Keys().AgentDeduction("lou", "r2"), "1.00000000|aaaa|h1", time.Hour).Err())
+	require.NoError(t, r.Client(keys.DBAgentBilling).HDel(ctx, r.Keys().AgentPending("lou"), "r2").Err())
+	require.Equal(t, "1.00000000 1.00000000", replay("a restored marker"))
+}
+
+// A request that costs nothing takes nothing and leaves nothing pending,
+// also on an empty balance, but its id answers a replay or a conflict.
+func TestZeroAmountHoldsTheID(t *testing.T) {
+	t.Parallel()
+	r := storetest.Redis(t)
+	ctx := context.Background()
+	b := store.NewBalances(nil, r)
+	_, err := b.Init(ctx, "max", store.BalanceRead{Balance: dec("0")})
+	require.NoError(t, err)
+	req := store.DeductRequest{Username: "max", ID: "z1", Amount: dec("0"), Now: time.Now(), Ref: "aaaa", RequestHash: "h1"}
+	got, err := b.Deduct(ctx, req)
+	require.NoError(t, err)
+	require.False(t, got.Replayed)
+	require.True(t, got.Deducted.IsZero())
+	pending, err := b.Pending(ctx, "max")
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	got, err = b.Deduct(ctx, req)
+	require.NoError(t, err)
+	require.True(t, got.Replayed)
+	req.RequestHash, req.Amount = "h2", dec("1")
+	_, err = b.Deduct(ctx, req)
+	require.ErrorIs(t, err, store.ErrRequestConflict)
+	_, err = b.Deduct(ctx, store.DeductRequest{Username: "max", ID: "z2", Amount: dec("-1"), Now: time.Now()})
+	require.ErrorIs(t, err, store.ErrBalanceMalformed)
+	require.Equal(t, "0.00000000", balance(t, r, "max"))
+}

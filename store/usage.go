@@ -15,7 +15,12 @@ import (
 
 // Usage is one request's usage of a model.
 type Usage struct {
-	RequestID       string // counted once
+	RequestID string // counted once
+	// SameBody is set for a message without an id that the broker
+	// delivered again: the prefix of the ids of every message with its
+	// body. One counted stands for this message's first delivery (doc/money.md,
+	// "Messages without ids"): the usage is counted only if none was.
+	SameBody        string
 	Model           string
 	Day             time.Time // the day it counts for (its date is used)
 	InputTokens     int64
@@ -37,9 +42,53 @@ type UsageStats struct {
 func NewUsageStats(db *gorm.DB, r *Redis) *UsageStats { return &UsageStats{db: db, r: r} }
 
 // ApplyUsage counts each usage once (agent_usage_event) and adds the ones
-// counted now to agent_usage_stats, per model and day, in one transaction.
-// It returns, for each usage, whether this call counted it.
+// counted now to agent_usage_stats, per model and day, in one transaction
+// (ApplyUsageEach). It returns, for each usage, whether this call counted
+// it, and the first usage's error.
 func (st *UsageStats) ApplyUsage(ctx context.Context, us []Usage) ([]bool, error) {
+	counted, errs := st.ApplyUsageEach(ctx, us)
+	for _, err := range errs {
+		if err != nil {
+			return counted, err
+		}
+	}
+	return counted, nil
+}
+
+// ApplyUsageEach counts each usage once (agent_usage_event) and adds the
+// ones counted now to agent_usage_stats, per model and day, in one
+// transaction. It returns, for each usage, whether this call counted it,
+// or its error: the transaction's, or, when the transaction failed on a
+// duplicate key and the usage's own transaction still does,
+// ErrKeyMismatch, so that one usage does not hold back the others.
+func (st *UsageStats) ApplyUsageEach(ctx context.Context, us []Usage) ([]bool, []error) {
+	counted, err := st.applyUsage(ctx, us)
+	errs := make([]error, len(us))
+	if err == nil {
+		return counted, errs
+	}
+	if !sqltx.IsDuplicate(err) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]bool, len(us)), errs
+	}
+	counted = make([]bool, len(us))
+	for i, u := range us {
+		one, err := st.applyUsage(ctx, []Usage{u})
+		switch {
+		case err == nil:
+			counted[i] = one[0]
+		case sqltx.IsDuplicate(err):
+			errs[i] = fmt.Errorf("%w: usage %q: %v", ErrKeyMismatch, u.RequestID, err)
+		default:
+			errs[i] = err
+		}
+	}
+	return counted, errs
+}
+
+func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error) {
 	db := st.db
 	counted := make([]bool, len(us))
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
@@ -56,6 +105,17 @@ func (st *UsageStats) ApplyUsage(ctx context.Context, us []Usage) ([]bool, error
 		known := make(map[string]bool, len(seen))
 		for _, id := range seen {
 			known[id] = true
+		}
+		for _, u := range us {
+			if u.SameBody == "" || known[u.RequestID] {
+				continue
+			}
+			var same []string
+			if err := tx.Model(&UsageEvent{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+				Where("request_id LIKE ?", likePrefix(u.SameBody)).Limit(1).Pluck("request_id", &same).Error; err != nil {
+				return err
+			}
+			known[u.RequestID] = len(same) > 0
 		}
 		var events []UsageEvent
 		type dayKey struct {

@@ -73,13 +73,24 @@ func (w *LedgerWriter) Close() {
 // UsageWriter counts usages once for concurrent consumers (ApplyUsage),
 // group-committed like LedgerWriter.
 type UsageWriter struct {
-	usage *groupcommit.Batcher[Usage, bool]
+	usage *groupcommit.Batcher[Usage, counted]
+}
+
+// counted is what ApplyUsageEach said of one usage.
+type counted struct {
+	now bool
+	err error
 }
 
 // NewUsageWriter returns a writer over db.
 func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
-	w := &UsageWriter{usage: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]bool, error) {
-		return NewUsageStats(db, nil).ApplyUsage(ctx, us)
+	w := &UsageWriter{usage: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]counted, error) {
+		now, errs := NewUsageStats(db, nil).ApplyUsageEach(ctx, us)
+		out := make([]counted, len(us))
+		for i := range out {
+			out[i] = counted{now: now[i], err: errs[i]}
+		}
+		return out, nil
 	})}
 	w.usage.Observe = observing(observe, "usage")
 	return w
@@ -87,14 +98,26 @@ func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
 
 // CountUsage counts u once and reports whether this call counted it.
 func (w *UsageWriter) CountUsage(ctx context.Context, u Usage) (bool, error) {
-	return w.usage.Do(ctx, u)
+	c, err := w.usage.Do(ctx, u)
+	if err != nil {
+		return false, err
+	}
+	return c.now, c.err
 }
 
 // CountUsages counts each usage once, in as few shared transactions as
 // WriterBatchMax allows, and reports of each whether this call counted it,
-// or the error of the transaction it was in.
+// or its error (the transaction's it was in, or its own: ApplyUsageEach).
 func (w *UsageWriter) CountUsages(ctx context.Context, us []Usage) ([]bool, []error) {
-	return w.usage.DoAll(ctx, us)
+	cs, errs := w.usage.DoAll(ctx, us)
+	now := make([]bool, len(us))
+	for i, c := range cs {
+		now[i] = c.now
+		if errs[i] == nil {
+			errs[i] = c.err
+		}
+	}
+	return now, errs
 }
 
 // Close finishes the transactions under way and stops taking calls.

@@ -46,8 +46,11 @@ A handler's failure sends a copy to the retry queue with the retry header
 one higher; the retry queue's TTL dead-letters it back to the main routing
 key. Past the maximum, or at once for a message that can never succeed, the
 copy goes to the DLQ, whose consumer stores it in the domain's table,
-indexed by the named body field. The policy's variables override the
-defaults (doc/config.md).
+indexed by the named body field. A copy keeps the message's ` + "`message_id`" + `; a
+copy of a message that had none carries one Isle gave that delivery (the
+body's hash and a part of its own), so whoever handles the copy knows it
+for the same message. The policy's variables override the defaults
+(doc/config.md).
 
 | domain | retry queue | delay | max retries | retry header | DLQ | table (indexed by) | variables |
 | --- | --- | --- | --- | --- | --- | --- | --- |

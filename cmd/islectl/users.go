@@ -23,7 +23,7 @@ func runUsers(ctx context.Context, e env, args []string) error {
 	email := fs.String("email", "", "create: the user's email")
 	balance := fs.String("balance", "0", "create: opening agent balance in fen (written with a RECHARGE ledger entry)")
 	reason := fs.String("reason", "", "ban, credit: why")
-	id := fs.String("id", "", "credit: the credit's id; the same id credits once (default: a new one)")
+	id := fs.String("id", "", "credit: the credit's id, kept as islectl:ID; the same id credits once (default: a new one)")
 	pos, err := parseFlags(fs, rest)
 	if err != nil {
 		return err
@@ -77,8 +77,9 @@ func runUsers(ctx context.Context, e env, args []string) error {
 			return usagef("credit amount %q: not a decimal", pos[1])
 		}
 		if *id == "" {
-			*id = "islectl:" + time.Now().UTC().Format("20060102T150405.000000000")
+			*id = time.Now().UTC().Format("20060102T150405.000000000")
 		}
+		*id = store.OperatorCreditID(*id) // never a paid order's or an opening balance's
 		res, err := store.NewBalances(db, rdb).Credit(ctx, store.Credit{Username: pos[0], ID: *id, Amount: amount, Reason: *reason, Source: "islectl"})
 		if err != nil {
 			return err

@@ -56,7 +56,8 @@ func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores,
 			out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.DLQ, Concurrency: 1, Handle: flow.DLQ(r.Domain, r.Handle)}
 			continue
 		}
-		route := messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], Handle: flow.Main(r.Domain, r.Handle)}
+		route := messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], FinishHeld: r.FinishHeld,
+			Handle: flow.Main(r.Domain, r.Handle)}
 		if r.Batches {
 			route.Batch = cfg.Batch
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/eisland/isle/store"
@@ -28,6 +29,10 @@ var (
 	// ErrConflict: the request id was charged for a request with another
 	// body (Charge.Deducted is that first charge); nothing was taken.
 	ErrConflict = errors.New("billing: the request id was charged for another request")
+	// ErrCostTooLarge: the tokens cost more at the model's price than a
+	// charge can carry (its micro-fen would not fit an int64); a price row
+	// above store.MaxPriceFenPerMTok, which Set refuses, is the only way.
+	ErrCostTooLarge = errors.New("billing: the cost is too large to charge")
 )
 
 // Tokens are one request's token counts; input excludes cached input.
@@ -37,17 +42,28 @@ type Tokens struct {
 
 var perMillion = decimal.New(1, 6)
 
+// maxMicroFen is the largest cost in micro-fen: what an int64 holds.
+var maxMicroFen = decimal.NewFromInt(math.MaxInt64)
+
 // Cost prices tokens: Σ count × fen per million tokens / 10^6, rounded half
 // up to 8 places, and the same amount in micro-fen (10^-8 fen), as
-// AgentUsageStatsMessage.costMicroFen carries it.
-func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, microFen int64) {
+// AgentUsageStatsMessage.costMicroFen carries it. A cost whose micro-fen
+// would not fit an int64 is ErrCostTooLarge (prices within
+// store.MaxPriceFenPerMTok never give one for token counts the API takes).
+func Cost(p store.Pricing, t Tokens) (fen decimal.Decimal, micro int64, err error) {
 	sum := decimal.NewFromInt(t.Input).Mul(p.Input).
 		Add(decimal.NewFromInt(t.Cached).Mul(p.CachedInput)).
 		Add(decimal.NewFromInt(t.Output).Mul(p.Output)).
 		Add(decimal.NewFromInt(t.Reasoning).Mul(p.Reasoning))
 	fen = sum.Div(perMillion).Round(store.MoneyScale)
-	return fen, fen.Shift(store.MoneyScale).IntPart()
+	if fen.Shift(store.MoneyScale).GreaterThan(maxMicroFen) {
+		return fen, 0, fmt.Errorf("%w: %s fen at the price of %s", ErrCostTooLarge, fen.StringFixed(store.MoneyScale), p.Model)
+	}
+	return fen, microFen(fen), nil
 }
+
+// microFen is fen in 10^-8 fen.
+func microFen(fen decimal.Decimal) int64 { return fen.Shift(store.MoneyScale).IntPart() }
 
 // Service charges requests.
 type Service struct {
@@ -97,18 +113,18 @@ type Charge struct {
 
 // Charge prices r and takes the cost from the user's hot balance. A missing
 // balance is initialised from MySQL and the deduction run again. A zero
-// balance is ErrNoBalance (with the Charge's Cost set); a zero cost takes
-// nothing.
+// balance is ErrNoBalance (with the Charge's Cost set). A zero cost takes
+// nothing, also from a zero balance, but holds the request id as a charge
+// does. A replay answers the first charge: what it took and what it cost
+// then, whatever the price is now.
 func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 	p, err := s.prices.Get(ctx, r.Model)
 	if err != nil {
 		return Charge{}, err
 	}
 	var c Charge
-	c.Cost, c.CostMicroFen = Cost(p, r.Tokens)
-	if !c.Cost.IsPositive() {
-		c.Balance, err = s.Balance(ctx, r.Username)
-		return c, err
+	if c.Cost, c.CostMicroFen, err = Cost(p, r.Tokens); err != nil {
+		return Charge{}, err
 	}
 	c.RequestHash = r.Hash()
 	req := store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now(), Ref: store.NewRef(), RequestHash: c.RequestHash,
@@ -140,6 +156,9 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 		return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
 	}
 	c.Deducted, c.Balance, c.Replayed, c.Ref = taken.Deducted, taken.Balance, taken.Replayed, taken.Ref
+	if c.Replayed {
+		c.Cost, c.CostMicroFen = taken.Cost, microFen(taken.Cost)
+	}
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package billing_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 
@@ -19,17 +20,43 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 func TestCostIsExactDecimal(t *testing.T) {
 	t.Parallel()
 	p := store.Pricing{Input: dec("200"), CachedInput: dec("50"), Output: dec("800"), Reasoning: dec("800")}
-	fen, micro := billing.Cost(p, billing.Tokens{Input: 1234, Cached: 100, Output: 567, Reasoning: 89})
+	fen, micro, err := billing.Cost(p, billing.Tokens{Input: 1234, Cached: 100, Output: 567, Reasoning: 89})
+	require.NoError(t, err)
 	// (1234*200 + 100*50 + 567*800 + 89*800) / 1e6 = 776600 / 1e6
 	require.Equal(t, "0.77660000", fen.StringFixed(8))
 	require.EqualValues(t, 77660000, micro)
-	fen, micro = billing.Cost(store.Pricing{Input: dec("0.3")}, billing.Tokens{Input: 7})
+	fen, micro, err = billing.Cost(store.Pricing{Input: dec("0.3")}, billing.Tokens{Input: 7})
+	require.NoError(t, err)
 	require.Equal(t, "0.00000210", fen.StringFixed(8))
 	require.EqualValues(t, 210, micro)
-	fen, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5})
+	fen, _, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5})
 	require.Equal(t, "0.00000000", fen.StringFixed(8), "5e-12 rounds to zero")
-	fen, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5000})
+	fen, _, _ = billing.Cost(store.Pricing{Input: dec("0.000001")}, billing.Tokens{Input: 5000})
 	require.Equal(t, "0.00000001", fen.StringFixed(8), "5e-9 rounds half up")
+}
+
+// At store.MaxPriceFenPerMTok the largest request the API takes (2^31-1
+// tokens of each kind) is priced exactly; a price past it (a row the store
+// did not write) makes such a request ErrCostTooLarge, never a micro-fen
+// count that wrapped past int64.
+func TestCostAtTheBounds(t *testing.T) {
+	t.Parallel()
+	top := store.MaxPriceFenPerMTok
+	most := billing.Tokens{Input: math.MaxInt32, Cached: math.MaxInt32, Output: math.MaxInt32, Reasoning: math.MaxInt32}
+	fen, micro, err := billing.Cost(store.Pricing{Input: top, CachedInput: top, Output: top, Reasoning: top}, most)
+	require.NoError(t, err)
+	require.Equal(t, "85899345880.00000000", fen.StringFixed(8))
+	require.EqualValues(t, int64(8589934588000000000), micro)
+
+	huge := dec("100000000")
+	_, _, err = billing.Cost(store.Pricing{Model: "huge", Input: huge, Output: huge}, billing.Tokens{Input: math.MaxInt32, Output: math.MaxInt32})
+	require.ErrorIs(t, err, billing.ErrCostTooLarge)
+	// The last micro-fen an int64 holds is a cost; one more is not.
+	_, micro, err = billing.Cost(store.Pricing{Input: dec("92233720368.54775807")}, billing.Tokens{Input: 1000000})
+	require.NoError(t, err)
+	require.EqualValues(t, int64(math.MaxInt64), micro)
+	_, _, err = billing.Cost(store.Pricing{Input: dec("92233720368.54775808")}, billing.Tokens{Input: 1000000})
+	require.ErrorIs(t, err, billing.ErrCostTooLarge)
 }
 
 type bundle struct {

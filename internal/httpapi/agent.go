@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/correlation"
@@ -45,6 +46,9 @@ func (u usageRequest) validate() error {
 	switch {
 	case !requestIDField.MatchString(u.RequestID):
 		return BadRequest("requestId: 1-128 of A-Z a-z 0-9 . _ : -")
+	case store.IsForeignKey(u.RequestID):
+		// The keys of messages without a deduction id (doc/money.md).
+		return BadRequest("requestId: may not begin with %s", strings.Join(store.ForeignKeyPrefixes, " or "))
 	case !nameField.MatchString(u.Username):
 		return BadRequest("username: 1-64 of A-Z a-z 0-9 . _ @ + -")
 	case !modelField.MatchString(u.ModelName):
@@ -89,6 +93,8 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 			Details: map[string]any{"balanceFen": decimal.Zero.StringFixed(store.MoneyScale), "costFen": ch.Cost.StringFixed(store.MoneyScale)}}
 	case errors.Is(err, billing.ErrUnknownModel):
 		return BadRequest("modelName: no pricing for %q", req.ModelName)
+	case errors.Is(err, billing.ErrCostTooLarge):
+		return BadRequest("the tokens cost more at the price of %q than a charge can carry", req.ModelName)
 	case errors.Is(err, billing.ErrUnknownUser):
 		return Errorf(http.StatusNotFound, CodeNotFound, "no user %q", req.Username)
 	case errors.Is(err, billing.ErrConflict):

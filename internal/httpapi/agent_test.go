@@ -114,3 +114,42 @@ func TestDeferredChargeSurvivesARedisLoss(t *testing.T) {
 	require.Equal(t, "7.00000000", m.AmountFen)
 	require.NotEmpty(t, m.PendingRef)
 }
+
+// A charge's cost in micro-fen must fit the int64 the usage message
+// carries: a price past store.MaxPriceFenPerMTok is refused when it is set,
+// a price row past it that got into MySQL another way (the Spring backend
+// shares the table) makes a request whose cost would not fit a 400, and at
+// the cap the largest request the API accepts is priced exactly.
+func TestCostMicroFenNeverWraps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	prices := store.NewPrices(b.db, b.redis)
+	huge := decimal.RequireFromString("100000000") // 1e8 fen per million tokens
+	require.Error(t, prices.Set(ctx, store.Pricing{Model: "huge", Input: huge, Output: huge, Enabled: true}), "a price past the cap is refused")
+	require.NoError(t, b.db.Exec("INSERT INTO agent_model_pricing (model_name, input_fen_per_mtok, output_fen_per_mtok, enabled) VALUES ('huge', ?, ?, 1)"+
+		" ON DUPLICATE KEY UPDATE input_fen_per_mtok = VALUES(input_fen_per_mtok), output_fen_per_mtok = VALUES(output_fen_per_mtok)",
+		huge, huge).Error)
+	_, err := store.NewAccounts(b.db).Create(ctx, "alice", "", decimal.RequireFromString("10"))
+	require.NoError(t, err)
+	svc := b.token(t, "gateway", httpapi.RoleService)
+
+	status, _, out := b.do(t, http.MethodPost, "/v1/agent/usage", svc,
+		`{"requestId":"w1","username":"alice","modelName":"huge","inputTokens":2147483647,"outputTokens":2147483647}`)
+	require.Equal(t, http.StatusBadRequest, status, "%v", out)
+	require.Equal(t, "bad_request", errorCode(t, out))
+	bal, err := store.NewBalances(nil, b.redis).Balance(ctx, "alice")
+	if err == nil {
+		require.Equal(t, "10.00000000", bal.StringFixed(8), "nothing taken")
+	}
+
+	top := store.MaxPriceFenPerMTok
+	require.NoError(t, prices.Set(ctx, store.Pricing{Model: "top", Input: top, CachedInput: top, Output: top, Reasoning: top, Enabled: true}))
+	status, _, out = b.do(t, http.MethodPost, "/v1/agent/usage", svc,
+		`{"requestId":"w2","username":"alice","modelName":"top","inputTokens":2147483647,"cachedTokens":2147483647,"outputTokens":2147483647,"reasoningTokens":2147483647}`)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	// 4 × (2^31 − 1) tokens × 10^7 fen per 10^6 tokens.
+	require.Equal(t, "85899345880.00000000", out["costFen"])
+	require.Equal(t, float64(8589934588000000000), out["costMicroFen"], "exact (and exactly a float64)")
+	require.Equal(t, "10.00000000", out["deductedFen"])
+}

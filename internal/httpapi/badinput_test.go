@@ -103,6 +103,8 @@ func newBadFixture(t *testing.T) *badFixture {
 	f.svc, f.admin = b.token(t, "gateway", httpapi.RoleService), b.token(t, "root", httpapi.RoleAdmin)
 
 	require.NoError(t, store.NewPrices(b.db, b.redis).Set(ctx, store.Pricing{Model: "m", Input: decimal.RequireFromString("1000000"), Enabled: true}))
+	// A price past the store's cap, as another writer of the table may leave.
+	require.NoError(t, b.db.Exec("INSERT INTO agent_model_pricing (model_name, input_fen_per_mtok, output_fen_per_mtok) VALUES ('huge', 100000000, 100000000)").Error)
 	for user, fen := range map[string]string{"ann": "50", "bob": "10", "zed": "0", "wendy": "0"} {
 		_, err := store.NewAccounts(b.db).Create(ctx, user, user+"@example.com", decimal.RequireFromString(fen))
 		require.NoError(t, err)

@@ -50,6 +50,11 @@ type Route struct {
 	Batch       int // default 1
 	Prefetch    int // default the consumer's, and at least twice Batch
 	Handle      RouteFunc
+	// FinishHeld: on a drain, the route's channels stop the broker's
+	// deliveries and handle the ones they hold, rather than give them back
+	// to the queue, from which they would come back flagged as redelivered
+	// (Delivery.Redelivered) though never handled.
+	FinishHeld bool
 }
 
 func (r Route) prefetch(def int) int {
@@ -67,6 +72,7 @@ type Consumer struct {
 	log     *slog.Logger
 	routes  []Route
 	running chan struct{}
+	drains  chan struct{} // closed when a drain stops taking deliveries
 	once    sync.Once
 	hard    context.Context // canceled when the shutdown timeout passes
 	cancel  context.CancelFunc
@@ -81,7 +87,7 @@ func NewConsumer(cfg ConsumerConfig, log *slog.Logger) (*Consumer, error) {
 	if _, err := amqp.ParseURI(cfg.URL); err != nil {
 		return nil, fmt.Errorf("messaging: consumer: %w", err)
 	}
-	c := &Consumer{cfg: cfg, log: log, running: make(chan struct{})}
+	c := &Consumer{cfg: cfg, log: log, running: make(chan struct{}), drains: make(chan struct{})}
 	c.hard, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -92,9 +98,12 @@ func (c *Consumer) Add(r Route) { c.routes = append(c.routes, r) }
 // Running is closed once every route consumes.
 func (c *Consumer) Running() <-chan struct{} { return c.running }
 
+// Draining is closed once Run's drain has stopped taking new deliveries.
+func (c *Consumer) Draining() <-chan struct{} { return c.drains }
+
 // Run consumes until ctx ends, then drains: no new delivery is taken,
 // deliveries in flight finish and are acked, and prefetched ones go back to
-// their queues. If handlers outlive the shutdown timeout, their contexts are
+// their queues (a FinishHeld route handles them first). If handlers outlive the shutdown timeout, their contexts are
 // canceled and their deliveries requeued; nothing is lost either way. The
 // first connection must succeed and every route's queue exist (the binary
 // declares the topology first); later losses are recovered.
@@ -238,6 +247,7 @@ func (c *Consumer) drain(s *consumerSession) error {
 	c.log.Info("draining: no new deliveries; waiting for handlers in flight", "timeout", c.cfg.ShutdownTimeout)
 	began := time.Now()
 	close(s.stop)
+	close(c.drains)
 	done := make(chan struct{})
 	go func() {
 		s.loops.Wait()
@@ -265,7 +275,7 @@ func (c *Consumer) drain(s *consumerSession) error {
 // deleted) or the channel fails alone, it consumes again once it can.
 func (s *consumerSession) consume(r Route, tag string, ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 	for {
-		if stopped := s.serve(r, ch, deliveries); stopped {
+		if stopped := s.serve(r, tag, ch, deliveries); stopped {
 			_ = ch.Close() // prefetched deliveries go back to the queue
 			return
 		}
@@ -299,18 +309,18 @@ func (s *consumerSession) consume(r Route, tag string, ch *amqp.Channel, deliver
 // requeues each as the handler says. It returns true when the consumer
 // drains, false when the deliveries end (channel closed or consumer
 // cancelled).
-func (s *consumerSession) serve(r Route, ch *amqp.Channel, deliveries <-chan amqp.Delivery) bool {
+func (s *consumerSession) serve(r Route, tag string, ch *amqp.Channel, deliveries <-chan amqp.Delivery) bool {
 	size := r.batch()
 	batch := make([]amqp.Delivery, 0, size)
 	for {
 		select {
 		case <-s.stop: // before a delivery that is ready too: a drain takes no more
-			return true
+			return s.finish(r, tag, ch, deliveries)
 		default:
 		}
 		select {
 		case <-s.stop:
-			return true
+			return s.finish(r, tag, ch, deliveries)
 		case d, ok := <-deliveries:
 			if !ok {
 				return false
@@ -320,6 +330,27 @@ func (s *consumerSession) serve(r Route, ch *amqp.Channel, deliveries <-chan amq
 		s.fill(deliveries, &batch, size)
 		s.handle(r, ch, batch)
 	}
+}
+
+// finish ends a channel's part in a drain. A route that finishes what it
+// holds (FinishHeld) cancels its consumer, so the broker sends no more, and
+// handles the deliveries the channel holds until the library closes them
+// (after the broker's cancel-ok and the last one it buffered). Any other
+// leaves them to go back to the queue when the channel closes.
+func (s *consumerSession) finish(r Route, tag string, ch *amqp.Channel, deliveries <-chan amqp.Delivery) bool {
+	if !r.FinishHeld {
+		return true
+	}
+	if err := ch.Cancel(tag, false); err != nil {
+		return true // the channel is gone, and with it what it held
+	}
+	batch := make([]amqp.Delivery, 0, r.batch())
+	for d := range deliveries {
+		batch = append(batch[:0], d)
+		s.fill(deliveries, &batch, r.batch())
+		s.handle(r, ch, batch)
+	}
+	return true
 }
 
 // fill adds to batch the deliveries already at hand, up to size, without

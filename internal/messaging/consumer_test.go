@@ -13,6 +13,7 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -260,4 +261,65 @@ func TestConsumerResumesAfterConnectionCuts(t *testing.T) {
 	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 0 }, 10*time.Second, poll, "and acked")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// A route that finishes what it holds (FinishHeld) handles, on a drain,
+// the deliveries its channel prefetched rather than give them back: given
+// back, a message without an id would come back flagged as redelivered,
+// which a consumer keying such messages by delivery must take for one it
+// may have handled (doc/money.md).
+func TestDrainHandlesWhatAFinishingRouteHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainAgentBilling)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	calls := newCounter()
+	var redelivered atomic.Int32
+	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: 10, ShutdownTimeout: time.Minute}, b.log)
+	require.NoError(t, err)
+	c.Add(messaging.Route{Name: dom.Name, Queue: dom.Queue, FinishHeld: true,
+		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
+			calls.see(d)
+			if d.Redelivered {
+				redelivered.Add(1)
+			}
+			once.Do(func() { close(started); <-release })
+			return nil
+		}))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(cancel)
+	<-c.Running()
+
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	for i := range 5 {
+		require.NoError(t, ch.Publish(dom.Exchange, dom.RoutingKey, false, false, amqp.Publishing{
+			ContentType: "application/json", Headers: amqp.Table{messaging.HeaderTypeID: dom.TypeID},
+			Body: fmt.Appendf(nil, `{"username":"u","amountFen":"%d","modelName":"m"}`, i+1),
+		}))
+	}
+	<-started
+	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 0 }, 10*time.Second, poll, "the others prefetched")
+	cancel()
+	select {
+	case <-c.Draining():
+	case <-time.After(time.Minute):
+		t.Fatal("no drain")
+	}
+	close(release)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the consumer did not stop")
+	}
+	messages, handled := calls.total()
+	require.Equal(t, 5, messages, "every delivery the channel held was handled")
+	require.Equal(t, 5, handled)
+	require.Zero(t, redelivered.Load())
+	require.Zero(t, b.depth(t, dom.Queue), "none given back")
 }

@@ -3,6 +3,7 @@ package messaging
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +15,7 @@ import (
 
 // Delivery is one message as a handler sees it.
 type Delivery struct {
-	MessageID   string            // AMQP message_id, or a hash of the body when the producer set none
+	MessageID   string            // AMQP message_id, or "sha256:" and a hash of the body when the producer set none
 	TraceID     string            // x-trace-id header or correlation_id
 	TypeID      string            // __TypeId__
 	Queue       string            // the queue it was consumed from
@@ -24,22 +25,34 @@ type Delivery struct {
 	HeadersJSON string            // the headers as JSON, types kept where JSON has them (DLQ routes only)
 	Retry       int               // the domain's retry header, parsed defensively
 	Priority    uint8
+	Redelivered bool // the broker's flag: it was delivered before, and may have been handled
+	// IsleID is the id the retry flow gave a delivery of a main queue whose
+	// producer set no id (Flow.Main): MessageID, ":" and 16 hex digits of
+	// its own. Two messages with equal bodies are two messages, so each
+	// delivery is keyed by it (Key), and the copies the flow makes of it
+	// (retry, DLQ) carry it as their message_id: handling a copy is keyed as
+	// handling the first delivery was. "" when the producer set an id.
+	IsleID string
+
+	idless bool // the producer set no id: MessageID is the body's hash
 
 	table amqp.Table // the headers as they came
 }
 
 // deliveryOf is a delivery of queue as handlers see it. A delivery without
 // a message_id gets one derived from its body (or a watermill producer's
-// uuid header), so it is stable across redeliveries.
+// uuid header), stable across redeliveries; on a main queue the flow then
+// gives it an id of its own (IsleID).
 func deliveryOf(d amqp.Delivery, queue string) Delivery {
 	dl := Delivery{
-		MessageID:  d.MessageId,
-		Queue:      queue,
-		RoutingKey: d.RoutingKey,
-		Body:       d.Body,
-		Headers:    make(map[string]string, len(d.Headers)),
-		Priority:   d.Priority,
-		table:      d.Headers,
+		MessageID:   d.MessageId,
+		Queue:       queue,
+		RoutingKey:  d.RoutingKey,
+		Body:        d.Body,
+		Headers:     make(map[string]string, len(d.Headers)),
+		Priority:    d.Priority,
+		Redelivered: d.Redelivered,
+		table:       d.Headers,
 	}
 	for k, v := range d.Headers {
 		dl.Headers[k] = headerString(v)
@@ -51,10 +64,38 @@ func deliveryOf(d amqp.Delivery, queue string) Delivery {
 			dl.MessageID = h
 		} else {
 			sum := sha256.Sum256(d.Body)
-			dl.MessageID = "sha256:" + hex.EncodeToString(sum[:16])
+			dl.MessageID, dl.idless = "sha256:"+hex.EncodeToString(sum[:16]), true
 		}
 	}
 	return dl
+}
+
+// assignID gives a delivery whose producer set no id an id of its own
+// (IsleID).
+func (d *Delivery) assignID() {
+	if !d.idless || d.IsleID != "" {
+		return
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	d.IsleID = d.MessageID + ":" + hex.EncodeToString(b[:])
+}
+
+// Key is the delivery's idempotency key: the message's id, or for a
+// message without one the id the flow gave this delivery (IsleID). A key
+// assigned so names one delivery: a redelivery of the same message gets
+// another (the broker flags it Redelivered), and SameBody is the prefix
+// every key of a message with its body shares.
+func (d Delivery) Key() string { return cmp.Or(d.IsleID, d.MessageID) }
+
+// SameBody is, for a delivery keyed by an id the flow gave it, what the
+// keys of every delivery of a message with the same body begin with
+// (MessageID, the body's hash); "" otherwise.
+func (d Delivery) SameBody() string {
+	if d.IsleID == "" {
+		return ""
+	}
+	return d.MessageID
 }
 
 // headersJSON is the delivery's headers as JSON, AMQP types kept where JSON

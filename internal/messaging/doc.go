@@ -18,7 +18,9 @@
 //   - Flow: the Spring backend's retry pattern — a failed message is copied to the
 //     retry routing key with its retry header + 1 and lastError, confirmed,
 //     then acked; at the maximum, or when it cannot be decoded, it goes to
-//     the DLQ the same way. Handler errors never become nacks.
+//     the DLQ the same way. Handler errors never become nacks. A delivery
+//     without a message_id gets an id of its own first (Delivery.IsleID),
+//     which its copies carry.
 //
 // A nack is kept for what only the broker can fix (a copy that could not be
 // published, a shutdown that outlived its timeout) and always requeues: the

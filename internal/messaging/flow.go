@@ -67,7 +67,8 @@ func NewFlow(cfg FlowConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow
 	}
 }
 
-// Main wraps the handler of dom's main queue. A delivery handled is acked.
+// Main wraps the handler of dom's main queue. A delivery whose producer set
+// no id gets one of its own first (Delivery.IsleID). A delivery handled is acked.
 // On failure a copy goes to the retry routing key with the retry header + 1
 // and lastError set, or, past the maximum or for a permanent error, to the
 // DLQ routing key; the original is acked only after the copy is confirmed.
@@ -78,6 +79,7 @@ func (f *Flow) Main(dom topology.Domain, h BatchHandlerFunc) RouteFunc {
 			if dom.RetryHeader != "" {
 				ds[i].Retry = ParseRetry(ds[i].Headers[dom.RetryHeader])
 			}
+			ds[i].assignID() // before the handler: its copies carry it
 		}
 		f.metrics.batch(dom.Name, len(ds))
 		began := time.Now()
@@ -107,7 +109,7 @@ func (f *Flow) Main(dom topology.Domain, h BatchHandlerFunc) RouteFunc {
 // an error, with again set, when the delivery must go back to its queue.
 func (f *Flow) failed(ctx context.Context, dom topology.Domain, d Delivery, err error, took time.Duration) (error, bool) {
 	f.logPanic(ctx, d, err)
-	log := f.log.With("domain", dom.Name, "message_id", d.MessageID, "retry", d.Retry)
+	log := f.log.With("domain", dom.Name, "message_id", d.Key(), "retry", d.Retry)
 	if ctx.Err() != nil {
 		// The consumer is shutting down past its timeout: the failure is
 		// the shutdown's, not the message's. Requeue it as it was.
@@ -238,7 +240,7 @@ func (f *Flow) logPanic(ctx context.Context, d Delivery, err error) {
 func (d Delivery) retryCopy(dom topology.Domain, err error) (Outgoing, string) {
 	text := truncate(err.Error())
 	out := Outgoing{
-		MessageID: d.MessageID,
+		MessageID: d.Key(),
 		TraceID:   d.TraceID,
 		Priority:  d.Priority,
 		Body:      withLastError(d.Body, text),

@@ -15,7 +15,8 @@
 -- KEYS[1] agent:balance:{username}
 -- KEYS[2] agent:pending:{username}
 -- KEYS[3] agent:settled:{username}:D:{id}  set when this Redis settled the row
--- KEYS[4] agent:deduction:{username}:{id}  the idempotency marker, set to the row's
+-- KEYS[4] agent:deduction:{username}:{id}  the idempotency marker, set to the row's (one of the
+--         row's own charge, same ref, is kept: it may know the charge's cost)
 -- KEYS[5] agent:balance-entries:{username}  raised when the row's own record is cleared: the
 --         settle that cleared it before was lost with the newer Redis (a missing count stays missing)
 -- ARGV[1] deduction id
@@ -27,9 +28,24 @@
 -- The decimal arithmetic is lib/money.lua's, prepended by store/scripts.go.
 
 local ttl = tonumber(ARGV[4])
+
+-- setMarker sets the idempotency marker to the row's charge. A marker of
+-- that same charge (its ref) is kept, its life renewed: deduct.lua wrote it
+-- with the charge's cost, which the row does not know.
+local function setMarker()
+  if ARGV[2] ~= '' then
+    local cur = redis.call('GET', KEYS[4])
+    if cur and string.match(cur, '^[^|]*|([^|]*)') == ARGV[2] then
+      redis.call('EXPIRE', KEYS[4], ttl)
+      return
+    end
+  end
+  redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+end
+
 local rec = redis.call('HGET', KEYS[2], ARGV[1])
 if not rec then
-  redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+  setMarker()
   return 'NONE'
 end
 local amount, ref = string.match(rec, '^([^|]*)|[^|]*|?([^|]*)')
@@ -47,7 +63,7 @@ end
 if own then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('SET', KEYS[3], 'cleared', 'EX', ttl)
-  redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+  setMarker()
   if redis.call('EXISTS', KEYS[5]) == 1 then redis.call('INCR', KEYS[5]) end
   return 'CLEARED'
 end
@@ -67,5 +83,5 @@ if bal then
   redis.call('SET', KEYS[1], fmt(add(bw, bf, aw, af)))
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('SET', KEYS[4], ARGV[3], 'EX', ttl)
+setMarker()
 return 'REFUNDED|' .. amount

@@ -1,0 +1,299 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+// springFleet runs the agent-billing and usage consumers as the worker does
+// (handlers.Routes, the retry flow, batches) against the test's RabbitMQ,
+// MySQL and Redis, and publishes as the Spring producers do: a __TypeId__
+// header, no message_id, no deductionId, no requestId.
+type springFleet struct {
+	db    *gorm.DB
+	conn  *amqp.Connection
+	tp    *topology.Topology
+	ch    *amqp.Channel
+	seen  *seenDeliveries
+	fail  *failOnce // the ledger's first call for a user fails after its commit
+	hold  *holdOnce // a route's first batch with a body is handled, then answered as not done
+	flow  *messaging.Flow
+	pub   *messaging.Publisher
+	stop  func()
+	cons  *messaging.Consumer
+	ready chan struct{}
+}
+
+// seenDeliveries records every delivery the consumers handled.
+type seenDeliveries struct {
+	mu sync.Mutex
+	ds []messaging.Delivery
+}
+
+func (s *seenDeliveries) add(ds []messaging.Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ds = append(s.ds, ds...)
+}
+
+func (s *seenDeliveries) where(ok func(messaging.Delivery) bool) []messaging.Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []messaging.Delivery
+	for _, d := range s.ds {
+		if ok(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// failOnce applies a user's first debits and then answers an error, as
+// when the commit's answer is lost: the flow makes retry copies.
+type failOnce struct {
+	handlers.Ledger
+	mu   sync.Mutex
+	user string
+	done bool
+}
+
+func (f *failOnce) ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.DebitResult, []error) {
+	res, errs := f.Ledger.ApplyDebits(ctx, ds)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, d := range ds {
+		if d.Username == f.user && !f.done && errs[i] == nil && res[i].Applied {
+			f.done = true
+			errs[i] = errors.New("the commit's answer was lost")
+		}
+	}
+	return res, errs
+}
+
+// holdOnce lets a route handle the first batch holding a body, then answers
+// every delivery of it as not done: the consumer gives them back to the
+// broker, which delivers them again flagged as redelivered, as after a
+// worker that died between its commit and its ack.
+type holdOnce struct {
+	mu     sync.Mutex
+	body   map[string]bool // bodies still to hold once
+	bounce map[string]bool // bodies still to give back once unhandled, as a worker dying before its commit
+}
+
+func (h *holdOnce) wrap(route messaging.RouteFunc) messaging.RouteFunc {
+	return func(ctx context.Context, ds []messaging.Delivery) []error {
+		h.mu.Lock()
+		for _, d := range ds {
+			if h.bounce[string(d.Body)] && !d.Redelivered {
+				delete(h.bounce, string(d.Body))
+				h.mu.Unlock()
+				errs := make([]error, len(ds))
+				for i := range errs {
+					errs[i] = errors.New("the worker died before its commit")
+				}
+				return errs
+			}
+		}
+		h.mu.Unlock()
+		errs := route(ctx, ds)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		held := false
+		for _, d := range ds {
+			if h.body[string(d.Body)] && !d.Redelivered {
+				delete(h.body, string(d.Body))
+				held = true
+			}
+		}
+		if held {
+			for i := range errs {
+				errs[i] = errors.New("the worker died before its ack")
+			}
+		}
+		return errs
+	}
+}
+
+func newSpringFleet(t *testing.T) *springFleet {
+	t.Helper()
+	conn, prefix := storetest.AMQP(t)
+	retry := map[string]topology.RetryPolicy{}
+	for _, name := range topology.DomainNames() {
+		if p, ok := topology.SeedRetry(name); ok {
+			retry[name] = topology.RetryPolicy{MaxRetries: p.MaxRetries, Delay: 100 * time.Millisecond}
+		}
+	}
+	tp, err := topology.New(topology.Config{Prefix: prefix, Retry: retry})
+	require.NoError(t, err)
+	require.NoError(t, tp.Declare(conn))
+	f := &springFleet{db: storetest.MySQL(t), conn: conn, tp: tp, seen: &seenDeliveries{}, hold: &holdOnce{body: map[string]bool{}, bounce: map[string]bool{}}}
+	rdb := storetest.Redis(t)
+	m := messaging.NewMetrics(prometheus.NewRegistry())
+	f.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Name: t.Name()}, tp, m, quiet)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.pub.Close() })
+	f.flow = messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 10 * time.Millisecond}, f.pub, m, quiet)
+	ledger, usage := store.NewLedgerWriter(f.db, nil), store.NewUsageWriter(f.db, nil)
+	t.Cleanup(func() { ledger.Close(); usage.Close() })
+	f.fail = &failOnce{Ledger: ledger, user: "carol"}
+	for _, u := range []string{"ann", "bob", "carol"} {
+		_, err := store.NewAccounts(f.db).Create(context.Background(), u, "", decimal.RequireFromString("100"))
+		require.NoError(t, err)
+	}
+	f.cons, err = messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Name: t.Name()}, quiet)
+	require.NoError(t, err)
+	deps := handlers.Deps{DB: f.db, Redis: rdb, Ledger: f.fail, Usage: usage, Log: quiet}
+	for _, c := range handlers.Consumers {
+		if c.Domain != topology.DomainAgentBilling && c.Domain != topology.DomainAgentUsageStats {
+			continue
+		}
+		dom, _ := tp.Domain(c.Domain)
+		h := c.New(deps, quiet)
+		seen := func(ctx context.Context, ds []messaging.Delivery) []error {
+			errs := h(ctx, ds)
+			f.seen.add(ds)
+			return errs
+		}
+		f.cons.Add(messaging.Route{Name: c.Domain, Queue: dom.Queue, Batch: 10, Handle: f.hold.wrap(f.flow.Main(dom, seen))})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.cons.Run(ctx) }()
+	select {
+	case <-f.cons.Running():
+	case err := <-done:
+		t.Fatalf("consumer: %v", err)
+	}
+	f.stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Errorf("consumer did not stop")
+		}
+	}
+	t.Cleanup(f.stop)
+	f.ch, err = conn.Channel()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.ch.Close() })
+	return f
+}
+
+// publish sends body to domain's main queue as Spring AMQP's Jackson
+// converter does: no message_id.
+func (f *springFleet) publish(t *testing.T, domain, body string) {
+	t.Helper()
+	d, _ := f.tp.Domain(domain)
+	require.NoError(t, f.ch.Publish(d.Exchange, d.RoutingKey, false, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Headers: amqp.Table{messaging.HeaderTypeID: "com.eisland.server.agent.mq." + map[string]string{
+			topology.DomainAgentBilling: "AgentBillingDeductMessage", topology.DomainAgentUsageStats: "AgentUsageStatsMessage"}[domain]},
+		Body: []byte(body),
+	}))
+}
+
+func (f *springFleet) rows(t *testing.T, user string) []store.LedgerEntry {
+	t.Helper()
+	var rows []store.LedgerEntry
+	require.NoError(t, f.db.Where("username = ? AND kind = ?", user, store.LedgerDeduct).Order("id").Find(&rows).Error)
+	return rows
+}
+
+func (f *springFleet) requests(t *testing.T, model string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, f.db.Raw("SELECT COALESCE(SUM(request_count), 0) FROM agent_usage_stats WHERE model_name = ?", model).Scan(&n).Error)
+	return n
+}
+
+const wait, tick = 30 * time.Second, 20 * time.Millisecond
+
+// Two real charges a Spring producer sends with byte-identical bodies (the
+// same user, model and tokens: ordinary traffic) and no ids are two
+// deductions, and two identical usage messages are two requests; a
+// redelivery of one already applied (the broker's redelivered flag, after a
+// worker died between its commit and its ack) applies nothing, and neither
+// does a retry copy Isle made of one (it carries the id Isle gave the
+// delivery).
+func TestTwoSpringChargesWithEqualBodiesBothApply(t *testing.T) {
+	t.Parallel()
+	f := newSpringFleet(t)
+	const charge = `{"username":"ann","amountFen":"1.5","modelName":"spring-m","inputTokens":3,"outputTokens":1}`
+	const usage = `{"modelName":"spring-u","inputTokens":3,"outputTokens":1,"costMicroFen":150000000}`
+	f.publish(t, topology.DomainAgentBilling, charge)
+	f.publish(t, topology.DomainAgentUsageStats, usage)
+	require.Eventually(t, func() bool { return len(f.rows(t, "ann")) == 1 && f.requests(t, "spring-u") == 1 }, wait, tick)
+	f.publish(t, topology.DomainAgentBilling, charge)
+	f.publish(t, topology.DomainAgentUsageStats, usage)
+	require.Eventually(t, func() bool { return len(f.rows(t, "ann")) == 2 && f.requests(t, "spring-u") == 2 }, wait, tick,
+		"the second charge and the second request count")
+	rows := f.rows(t, "ann")
+	require.NotEqual(t, rows[0].EntryID, rows[1].EntryID)
+	require.Regexp(t, `^msg:sha256:[0-9a-f]{32}:[0-9a-f]{16}$`, rows[0].EntryID, "the body's hash, and a part of the delivery's own")
+	require.Equal(t, rows[0].EntryID[:len(rows[0].EntryID)-16], rows[1].EntryID[:len(rows[1].EntryID)-16], "one body")
+	require.Equal(t, "97.00000000", account(t, f.db, "ann"))
+
+	// Redelivered after the commit: applied once, counted once.
+	const bobs = `{"username":"bob","amountFen":"2","modelName":"spring-m","inputTokens":5,"outputTokens":5}`
+	const bobUsage = `{"modelName":"spring-r","inputTokens":5,"outputTokens":5,"costMicroFen":200000000}`
+	f.hold.mu.Lock()
+	f.hold.body[bobs], f.hold.body[bobUsage] = true, true
+	f.hold.mu.Unlock()
+	f.publish(t, topology.DomainAgentBilling, bobs)
+	f.publish(t, topology.DomainAgentUsageStats, bobUsage)
+	redelivered := func(body string) func(messaging.Delivery) bool {
+		return func(d messaging.Delivery) bool { return d.Redelivered && string(d.Body) == body }
+	}
+	require.Eventually(t, func() bool {
+		return len(f.seen.where(redelivered(bobs))) == 1 && len(f.seen.where(redelivered(bobUsage))) == 1
+	}, wait, tick, "the held deliveries came back flagged")
+	require.Len(t, f.rows(t, "bob"), 1, "the redelivery applied nothing")
+	require.Equal(t, "98.00000000", account(t, f.db, "bob"))
+	require.EqualValues(t, 1, f.requests(t, "spring-r"), "nor counted the usage again")
+
+	// Redelivered before any commit: applied, once.
+	const dans = `{"username":"bob","amountFen":"3","modelName":"spring-m","inputTokens":9,"outputTokens":9}`
+	f.hold.mu.Lock()
+	f.hold.bounce[dans] = true
+	f.hold.mu.Unlock()
+	f.publish(t, topology.DomainAgentBilling, dans)
+	require.Eventually(t, func() bool { return len(f.seen.where(redelivered(dans))) == 1 }, wait, tick)
+	require.Len(t, f.rows(t, "bob"), 2, "a redelivery of a message never applied applies")
+	require.Equal(t, "95.00000000", account(t, f.db, "bob"))
+
+	// A retry copy Isle made: it carries the id the first delivery had.
+	const carols = `{"username":"carol","amountFen":"4","modelName":"spring-m","inputTokens":7,"outputTokens":1}`
+	f.publish(t, topology.DomainAgentBilling, carols)
+	retried := func(d messaging.Delivery) bool { return d.Retry == 1 && string(d.Body) != carols && d.MessageID != "" }
+	require.Eventually(t, func() bool { return len(f.seen.where(retried)) == 1 }, wait, tick, "the retry copy was handled")
+	first := f.seen.where(func(d messaging.Delivery) bool { return string(d.Body) == carols })
+	require.Len(t, first, 1)
+	copy := f.seen.where(retried)[0]
+	require.Equal(t, first[0].Key(), copy.MessageID, "the copy's message_id is the id Isle gave the delivery")
+	require.Equal(t, copy.MessageID, copy.Key())
+	rows = f.rows(t, "carol")
+	require.Len(t, rows, 1, "the retry applied nothing")
+	require.Equal(t, store.ForeignKey(copy.MessageID, 128), rows[0].EntryID)
+	require.Equal(t, "96.00000000", account(t, f.db, "carol"))
+}
+
+func account(t *testing.T, db *gorm.DB, user string) string {
+	t.Helper()
+	u, err := store.NewAccounts(db).Get(context.Background(), user)
+	require.NoError(t, err)
+	return u.BalanceFen.StringFixed(8)
+}
