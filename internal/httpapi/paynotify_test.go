@@ -159,7 +159,7 @@ func wechatBody(t *testing.T, o store.PaymentOrder, key string, corrupt bool) []
 	ct, err := paynotify.EncryptWechatResource(tx, key, nonce, "transaction")
 	require.NoError(t, err)
 	if corrupt {
-		ct = ct[:len(ct)-4] + "AAAA"
+		ct = corruptBase64(t, ct, -1) // the GCM tag's last byte
 	}
 	return []byte(`{"id":"EV-` + o.OutTradeNo + `","create_time":"2026-11-30T20:01:05+08:00","resource_type":"encrypt-resource",` +
 		`"event_type":"TRANSACTION.SUCCESS","summary":"ok","resource":{"original_type":"transaction","algorithm":"AEAD_AES_256_GCM",` +
@@ -179,7 +179,7 @@ func TestWechatCallbacks(t *testing.T) {
 		name   string
 		status int
 	}{
-		{"bad signature", b.postWechat(t, good, now, func(s string) string { return "A" + s[1:] }, k.WechatSerial)},
+		{"bad signature", b.postWechat(t, good, now, func(s string) string { return corruptSignature(t, s) }, k.WechatSerial)},
 		{"unknown serial", b.postWechat(t, good, now, nil, "0123ABCD")},
 		{"probe signature", b.postWechat(t, good, now, func(string) string { return "WECHATPAY/SIGNTEST/abc" }, k.WechatSerial)},
 		{"6 minutes old", b.postWechat(t, good, now.Add(-6*time.Minute), nil, k.WechatSerial)},
