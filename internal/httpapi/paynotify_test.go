@@ -151,9 +151,20 @@ func (b *testBundle) postWechat(t *testing.T, body []byte, ts time.Time, sig fun
 
 func wechatBody(t *testing.T, o store.PaymentOrder, key string, corrupt bool) []byte {
 	t.Helper()
-	tx, err := json.Marshal(map[string]any{"appid": "wx1", "mchid": testWechatMch, "out_trade_no": o.OutTradeNo,
-		"transaction_id": "4200000001" + o.OutTradeNo[:6], "trade_state": "SUCCESS", "success_time": "2026-11-30T20:01:02+08:00",
-		"amount": map[string]any{"total": o.AmountFen, "payer_total": o.AmountFen, "currency": "CNY", "payer_currency": "CNY"}})
+	return wechatStateBody(t, o, key, "SUCCESS", corrupt)
+}
+
+// wechatStateBody is a notification of o's transaction in trade state
+// state; success_time only when it is SUCCESS.
+func wechatStateBody(t *testing.T, o store.PaymentOrder, key, state string, corrupt bool) []byte {
+	t.Helper()
+	trade := map[string]any{"appid": "wx1", "mchid": testWechatMch, "out_trade_no": o.OutTradeNo,
+		"transaction_id": "4200000001" + o.OutTradeNo[:6], "trade_state": state,
+		"amount": map[string]any{"total": o.AmountFen, "payer_total": o.AmountFen, "currency": "CNY", "payer_currency": "CNY"}}
+	if state == "SUCCESS" {
+		trade["success_time"] = "2026-11-30T20:01:02+08:00"
+	}
+	tx, err := json.Marshal(trade)
 	require.NoError(t, err)
 	nonce := paynotify.NewWechatNonce(12)
 	ct, err := paynotify.EncryptWechatResource(tx, key, nonce, "transaction")
@@ -161,7 +172,7 @@ func wechatBody(t *testing.T, o store.PaymentOrder, key string, corrupt bool) []
 	if corrupt {
 		ct = corruptBase64(t, ct, -1) // the GCM tag's last byte
 	}
-	return []byte(`{"id":"EV-` + o.OutTradeNo + `","create_time":"2026-11-30T20:01:05+08:00","resource_type":"encrypt-resource",` +
+	return []byte(`{"id":"EV-` + o.OutTradeNo + `-` + state + `","create_time":"2026-11-30T20:01:05+08:00","resource_type":"encrypt-resource",` +
 		`"event_type":"TRANSACTION.SUCCESS","summary":"ok","resource":{"original_type":"transaction","algorithm":"AEAD_AES_256_GCM",` +
 		`"ciphertext":"` + ct + `","associated_data":"transaction","nonce":"` + nonce + `"}}`)
 }
@@ -204,4 +215,39 @@ func TestWechatCallbacks(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, b.postWechat(t, good, now, nil, k.WechatSerial), "a duplicate is answered the same")
 	require.Eventually(t, func() bool { return b.notified(t) == 2 }, 5*time.Second, 20*time.Millisecond,
 		"both published; the consumer tells them apart by the callback id")
+}
+
+// A REVOKED WeChat transaction (a payment the payer cancelled) is
+// published like CLOSED, and its order closes: it used to be answered 204
+// and dropped, the order left PENDING.
+func TestWechatRevokedNoticeClosesItsOrder(t *testing.T) {
+	b := setup(t, options{})
+	k := payKeys(t).keys
+	o := b.order(t, "rev", paynotify.ChannelWechat, 1200)
+
+	revoked := wechatStateBody(t, o, k.APIv3Key, "REVOKED", false)
+	require.Equal(t, http.StatusNoContent, b.postWechat(t, revoked, time.Now(), nil, k.WechatSerial))
+	require.Eventually(t, func() bool { return b.notified(t) == 1 }, 5*time.Second, 20*time.Millisecond, "REVOKED is published")
+
+	conn, _ := b.conn(t)
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	d, _ := b.tp.Domain(topology.DomainPaymentNotify)
+	got, ok, err := ch.Get(d.Queue, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	var m topology.PaymentNotify
+	require.NoError(t, json.Unmarshal(got.Body, &m))
+	require.Equal(t, "REVOKED", m.TradeState)
+	require.True(t, m.VerifyOK)
+
+	receipts, _ := b.tp.Domain(topology.DomainPaymentReceipt)
+	orders := store.NewOrders(b.db, b.redis)
+	res, err := orders.ApplyNotify(t.Context(), m, receipts, "")
+	require.NoError(t, err)
+	require.Equal(t, store.NotifyClosed, res.Outcome)
+	after, err := orders.Get(t.Context(), o.OutTradeNo)
+	require.NoError(t, err)
+	require.Equal(t, store.OrderClosed, after.Status)
 }

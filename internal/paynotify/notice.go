@@ -23,6 +23,7 @@ const (
 	StateSuccess = "SUCCESS"
 	StateNotPay  = "NOTPAY"
 	StateClosed  = "CLOSED"
+	StateRevoked = "REVOKED" // WeChat: the payer cancelled the payment; the order closes as for CLOSED
 	StateRefund  = "REFUND"
 )
 
