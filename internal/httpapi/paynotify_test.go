@@ -125,6 +125,11 @@ func TestAlipayCallbacks(t *testing.T) {
 		require.True(t, m.VerifyOK)
 		require.Equal(t, o.OutTradeNo, m.OutTradeNo)
 		require.Equal(t, "notify:ALIPAY:"+m.NotifyID, got.MessageId)
+		if m.TradeState == "SUCCESS" {
+			require.NotNil(t, m.AmountFen, "the amount paid, for the consumer to check")
+			require.Equal(t, o.AmountFen, *m.AmountFen)
+			require.Equal(t, "CNY", m.Currency)
+		}
 		states = append(states, m.TradeState)
 	}
 	require.Equal(t, []string{"CLOSED", "SUCCESS"}, states)
@@ -241,6 +246,7 @@ func TestWechatRevokedNoticeClosesItsOrder(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got.Body, &m))
 	require.Equal(t, "REVOKED", m.TradeState)
 	require.True(t, m.VerifyOK)
+	require.Nil(t, m.AmountFen, "nothing was paid")
 
 	receipts, _ := b.tp.Domain(topology.DomainPaymentReceipt)
 	orders := store.NewOrders(b.db, b.redis)

@@ -49,9 +49,10 @@ type Notice struct {
 func (n Notice) Paid() bool { return n.TradeState == StateSuccess }
 
 // Message is the PaymentNotifyMessage to publish for n: VerifyOK is true, as
-// only verified notices exist.
+// only verified notices exist, and a paid one carries the amount and
+// currency paid, which the consumer checks against the order.
 func (n Notice) Message() topology.PaymentNotify {
-	return topology.PaymentNotify{
+	m := topology.PaymentNotify{
 		NotifyID:      n.NotifyID,
 		Channel:       n.Channel,
 		OutTradeNo:    n.OutTradeNo,
@@ -61,6 +62,11 @@ func (n Notice) Message() topology.PaymentNotify {
 		VerifyOK:      true,
 		RawBody:       n.Raw,
 	}
+	if n.Paid() {
+		amount := n.AmountFen
+		m.AmountFen, m.Currency = &amount, n.Currency
+	}
+	return m
 }
 
 // AmountMatches reports whether n paid exactly orderFen fen in CNY. Both
