@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if cfg.Payments.TestKeys { // only with ISLE_DEV=1: the configuration refuses them otherwise
 		log.WarnContext(ctx, "ISLE_DEV=1 and local TEST payment gateway keys (islectl pay keys): whoever has their private halves can make this API take a payment; never in production")
 	}
-	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
+	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP, Declare: true})
 	if err != nil {
 		return err
 	}
