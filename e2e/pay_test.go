@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 )
@@ -175,4 +176,44 @@ func TestTestGatewayKeysNeedDevMode(t *testing.T) {
 	api := start(t, e, "api")
 	api.waitFor(t, 30*time.Second, "api started")
 	api.waitFor(t, 30*time.Second, `"level":"WARN"`, "local TEST payment gateway keys") // logged before "api started"
+}
+
+// A WeChat REVOKED callback through the built api and worker closes its
+// order. It used to be answered 204 and dropped, the order left PENDING.
+func TestWechatRevokedNoticeClosesItsOrderThroughTheFleet(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.MySQLDSN(t)
+	e := newFleetEnv(t, dsn)
+	out, code := islectl(t, e, "migrate")
+	require.Zero(t, code, out)
+	dir := payKeys(t, e)
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.CloseMySQL(db) })
+
+	api := start(t, e, "api")
+	addr := regexp.MustCompile(`"addr":"([^"]+)"`).FindStringSubmatch(api.waitFor(t, 30*time.Second, "api started"))[1]
+	start(t, e, "worker").waitFor(t, 30*time.Second, "worker started")
+	tok, code := islectl(t, e, "token", "-user", "rui")
+	require.Zero(t, code, tok)
+	body, _ := json.Marshal(map[string]any{"product": "agent-recharge", "amountFen": 800, "channel": "WECHAT"})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/payments/orders", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var o struct{ OutTradeNo string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&o))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	ctl := maps.Clone(e)
+	ctl["API_ADDR"] = addr
+	out, code = islectl(t, ctl, "pay", "simulate", "-dir", dir, "-order", o.OutTradeNo, "-state", "REVOKED")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "HTTP 204 No Content")
+	require.Eventually(t, func() bool {
+		var got store.PaymentOrder
+		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&got).Error == nil && got.Status == store.OrderClosed
+	}, 30*time.Second, 50*time.Millisecond, "the order closes")
 }
