@@ -80,8 +80,8 @@ func TestImportGraph(t *testing.T) {
 		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},
 		// The operator console reads what the operator's CLI and the reconciler read; the API and islectl mount it.
 		"internal/console": {"internal/dlq", "internal/messaging", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},
-		"cmd/internal/config": {"internal/console", "internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/reconcile", "internal/relay", "store",
-			"store/keys", "topology"},
+		"cmd/internal/config": {"internal/console", "internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/reconcile",
+			"internal/relay", "store", "store/keys", "topology"},
 		"cmd/internal/config/gendoc": {"cmd/internal/config"},
 		"cmd/internal/app": {"cmd/internal/config", "internal/console", "internal/correlation", "internal/dlq", "internal/keyclean", "internal/mail", "internal/messaging",
 			"internal/objstore", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},

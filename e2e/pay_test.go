@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 )
@@ -70,25 +71,149 @@ func TestPaySimulateAgainstTheAPI(t *testing.T) {
 }
 
 // payKeys writes test gateway keys with `islectl pay keys` into a temp
-// directory, sets e's PAYMENT_* from its payment.env as bash sources it
-// (as scripts/up does), and returns the directory.
+// directory, sets e's PAYMENT_* from its payment.env and ISLE_DEV=1, as
+// scripts/up does (its own function, use_local_paykeys), and returns the
+// directory.
 func payKeys(t *testing.T, e fleetEnv) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "paykeys")
-	out, code := islectl(t, e, "pay", "keys", "-dir", dir)
-	require.Zero(t, code, out)
-	names := []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_ALIPAY_APP_ID", "PAYMENT_WECHAT_API_V3_KEY",
-		"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID"}
-	script := `set -eu; . "$1"; shift; for v in "$@"; do printf '%s\0' "${!v}"; done`
-	cmd := exec.Command("bash", append([]string{"-c", script, "bash", filepath.Join(dir, "payment.env")}, names...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	raw, err := cmd.Output()
-	require.NoError(t, err)
-	values := strings.Split(string(raw), "\x00")
-	require.Len(t, values, len(names)+1)
-	for i, n := range names {
-		require.NotEmpty(t, values[i], n)
-		e[n] = values[i]
+	got, ok := useLocalPayKeys(t, dir, nil)
+	require.True(t, ok, "no gateway variable set: test keys are used")
+	for n, v := range got {
+		require.NotEmpty(t, v, n)
+		e[n] = v
 	}
 	return dir
+}
+
+// scriptsUpPayVars are the variables use_local_paykeys sets.
+var scriptsUpPayVars = []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_ALIPAY_APP_ID", "PAYMENT_WECHAT_API_V3_KEY",
+	"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID", "PAYMENT_TEST_KEYS", "ISLE_DEV"}
+
+// useLocalPayKeys runs scripts/lib.sh's use_local_paykeys on dir with the
+// built islectl, in bash with only PATH and env set, and returns the
+// variables it leaves exported (those set) and whether it used test keys.
+func useLocalPayKeys(t *testing.T, dir string, env map[string]string) (map[string]string, bool) {
+	t.Helper()
+	script := `set -eu; . scripts/lib.sh; used=0; use_local_paykeys "$1" "$2" || used=$?; shift 2
+printf '%s\0' "$used"; for v in "$@"; do printf '%s=%s\0' "$v" "${!v-}"; done`
+	cmd := exec.Command("bash", append([]string{"-c", script, "bash", dir, filepath.Join(binDir, "islectl")}, scriptsUpPayVars...)...)
+	cmd.Dir = ".."
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for n, v := range env {
+		cmd.Env = append(cmd.Env, n+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	fields := strings.Split(string(raw), "\x00")
+	require.Len(t, fields, len(scriptsUpPayVars)+2, stderr.String())
+	got := map[string]string{}
+	for _, f := range fields[1 : len(fields)-1] {
+		n, v, _ := strings.Cut(f, "=")
+		if v != "" {
+			got[n] = v
+		}
+	}
+	return got, fields[0] == "0"
+}
+
+// Test gateway keys are refused in production mode: scripts/up sets
+// ISLE_DEV=1 only when it loads the keys it made, and the API with test
+// keys refuses to start without it, and warns when it runs with them. The
+// API used to trust them whatever ISLE_DEV said, so that whoever read
+// var/paykeys could mark any order paid.
+func TestTestGatewayKeysNeedDevMode(t *testing.T) {
+	t.Parallel()
+	storetest.Services(t) // the binaries are built only then
+	dir := filepath.Join(t.TempDir(), "paykeys")
+	keys, used := useLocalPayKeys(t, dir, nil)
+	require.True(t, used)
+	require.Equal(t, "1", keys["ISLE_DEV"])
+	require.Equal(t, "true", keys["PAYMENT_TEST_KEYS"])
+	again, used := useLocalPayKeys(t, dir, nil)
+	require.True(t, used)
+	require.Equal(t, keys, again, "the keys of the first run are reused")
+
+	// The gateways' own keys: neither test keys nor ISLE_DEV.
+	for _, set := range []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_WECHAT_API_V3_KEY"} {
+		own := filepath.Join(t.TempDir(), "paykeys")
+		got, used := useLocalPayKeys(t, own, map[string]string{set: "theirs"})
+		require.False(t, used, set)
+		require.Equal(t, map[string]string{set: "theirs"}, got, set)
+		_, err := os.Stat(own)
+		require.ErrorIs(t, err, os.ErrNotExist, "no keys made")
+	}
+
+	e := newFleetEnv(t, storetest.MySQLDSN(t))
+	out, code := islectl(t, e, "migrate")
+	require.Zero(t, code, out)
+	for n, v := range keys {
+		if n != "ISLE_DEV" {
+			e[n] = v
+		}
+	}
+	for name, change := range map[string]func(fleetEnv){
+		"no ISLE_DEV":           func(fleetEnv) {},
+		"ISLE_DEV=0":            func(pe fleetEnv) { pe["ISLE_DEV"] = "0" },
+		"the certificate alone": func(pe fleetEnv) { delete(pe, "PAYMENT_TEST_KEYS") },
+	} {
+		pe := maps.Clone(e)
+		change(pe)
+		p := start(t, pe, "api")
+		select {
+		case err := <-p.done:
+			require.Error(t, err, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the API started with test keys: %s", name)
+		}
+		require.Contains(t, p.output(), "local test payment gateway keys", name)
+		require.Contains(t, p.output(), "ISLE_DEV=1", name)
+	}
+
+	e["ISLE_DEV"] = "1"
+	api := start(t, e, "api")
+	api.waitFor(t, 30*time.Second, "api started")
+	api.waitFor(t, 30*time.Second, `"level":"WARN"`, "local TEST payment gateway keys") // logged before "api started"
+}
+
+// A WeChat REVOKED callback through the built api and worker closes its
+// order. It used to be answered 204 and dropped, the order left PENDING.
+func TestWechatRevokedNoticeClosesItsOrderThroughTheFleet(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.MySQLDSN(t)
+	e := newFleetEnv(t, dsn)
+	out, code := islectl(t, e, "migrate")
+	require.Zero(t, code, out)
+	dir := payKeys(t, e)
+	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.CloseMySQL(db) })
+
+	api := start(t, e, "api")
+	addr := regexp.MustCompile(`"addr":"([^"]+)"`).FindStringSubmatch(api.waitFor(t, 30*time.Second, "api started"))[1]
+	start(t, e, "worker").waitFor(t, 30*time.Second, "worker started")
+	tok, code := islectl(t, e, "token", "-user", "rui")
+	require.Zero(t, code, tok)
+	body, _ := json.Marshal(map[string]any{"product": "agent-recharge", "amountFen": 800, "channel": "WECHAT"})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/payments/orders", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var o struct{ OutTradeNo string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&o))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	ctl := maps.Clone(e)
+	ctl["API_ADDR"] = addr
+	out, code = islectl(t, ctl, "pay", "simulate", "-dir", dir, "-order", o.OutTradeNo, "-state", "REVOKED")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "HTTP 204 No Content")
+	require.Eventually(t, func() bool {
+		var got store.PaymentOrder
+		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&got).Error == nil && got.Status == store.OrderClosed
+	}, 30*time.Second, 50*time.Millisecond, "the order closes")
 }

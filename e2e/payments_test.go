@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,4 +100,42 @@ func TestRechargePaidByCallbackIsSpendableAndReceiptedOnce(t *testing.T) {
 	require.Len(t, mails, 1)
 	require.Equal(t, 1, strings.Count(worker.output(), `"msg":"receipt sent"`), "one receipt mail")
 	require.Equal(t, 1, strings.Count(worker.output(), `"msg":"order paid"`), "one transition")
+}
+
+// Whoever can publish to the payment exchange cannot pay an order with a
+// message of its own making: a SUCCESS without the amount (as a Spring
+// producer sends it) or with another amount goes to the DLQ, and the order
+// stays PENDING; the same message with the order's amount and currency is
+// what pays it. Before, the first message paid the order.
+func TestForgedPaymentMessagesDoNotPay(t *testing.T) {
+	t.Parallel()
+	f := newBillingFleet(t, map[string]string{"fay": "0"})
+	start(t, f.env, "worker").waitFor(t, 30*time.Second, "worker started")
+	no := f.payOrder(t, f.userToken(t, "fay"), store.ProductAgentRecharge, store.ChannelAlipay, 5000, "")
+	d, _ := f.tp.Domain(topology.DomainPaymentNotify)
+	ch, err := f.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	send := func(tail string) {
+		body := `{"notifyId":"forged","channel":"ALIPAY","outTradeNo":"` + no + `","transactionId":"2026120199999","tradeState":"SUCCESS",` +
+			`"successTime":"2026-12-01T10:00:00+08:00","verifyOk":true` + tail + `}`
+		require.NoError(t, ch.Publish(d.Exchange, d.RoutingKey, true, false, amqp.Publishing{ContentType: "application/json",
+			DeliveryMode: amqp.Persistent, Headers: amqp.Table{"__TypeId__": d.TypeID}, Body: []byte(body)}))
+	}
+	dead := func() int64 {
+		var n int64
+		require.NoError(t, f.db.Table(d.DLQTable).Count(&n).Error)
+		return n
+	}
+	send(``)
+	send(`,"amountFen":1,"currency":"CNY"`)
+	require.Eventually(t, func() bool { return dead() == 2 }, 30*time.Second, 50*time.Millisecond, "both dead")
+	var o store.PaymentOrder
+	require.NoError(t, f.db.Where("out_trade_no = ?", no).Take(&o).Error)
+	require.Equal(t, store.OrderPending, o.Status)
+
+	send(`,"amountFen":5000,"currency":"CNY"`)
+	require.Eventually(t, func() bool {
+		return f.db.Where("out_trade_no = ?", no).Take(&o).Error == nil && o.Status == store.OrderPaid
+	}, 30*time.Second, 50*time.Millisecond, "the order's own amount pays it")
 }

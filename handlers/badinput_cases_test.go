@@ -40,14 +40,14 @@ func (f *consumerFixture) springDeduction() string {
 
 func (f *consumerFixture) paidNotice() string {
 	return `{"notifyId":"n-1","channel":"ALIPAY","outTradeNo":"` + f.paid.OutTradeNo + `","transactionId":"2026120122001",` +
-		`"tradeState":"SUCCESS","successTime":"2026-12-01T10:00:00+08:00","verifyOk":true}`
+		`"tradeState":"SUCCESS","successTime":"2026-12-01T10:00:00+08:00","verifyOk":true,"amountFen":2500,"currency":"CNY"}`
 }
 
 // notice is a verified notification of the pending WeChat order, with
 // fields (JSON members) added or overriding.
 func (f *consumerFixture) notice(fields string) string {
 	return `{"notifyId":"n-2","channel":"WECHAT","outTradeNo":"` + f.pending.OutTradeNo + `","transactionId":"4200000001",` +
-		`"tradeState":"SUCCESS","successTime":"2026-12-01T10:00:00+08:00","verifyOk":true` + fields + `}`
+		`"tradeState":"SUCCESS","successTime":"2026-12-01T10:00:00+08:00","verifyOk":true,"amountFen":3000,"currency":"CNY"` + fields + `}`
 }
 
 func (f *consumerFixture) receipt() string {
@@ -149,6 +149,12 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "bad success time", body: f.notice(`,"successTime":"yesterday"`), want: dead},
 		badMessage{name: "65-byte transaction id", body: f.notice(`,"transactionId":"` + strings.Repeat("9", 65) + `"`), want: dead},
 		badMessage{name: "129-byte notify id", body: f.notice(`,"notifyId":"` + strings.Repeat("n", 129) + `"`), want: dead},
+		// The broker is not trusted with the amount: a SUCCESS pays what the order asks, in its currency, or nothing.
+		badMessage{name: "paid one fen", body: f.notice(`,"amountFen":1`), want: dead},
+		badMessage{name: "paid in dollars", body: f.notice(`,"currency":"USD"`), want: dead},
+		badMessage{name: "no amount (Spring's message)", body: f.notice(`,"amountFen":null,"currency":null`), want: dead},
+		badMessage{name: "amount not a number", body: f.notice(`,"amountFen":"lots"`), want: dead},
+		badMessage{name: "negative amount", body: f.notice(`,"amountFen":-3000`), want: dead},
 		// The contract: states of a trade in progress are ignored, not recorded.
 		badMessage{name: "NOTPAY", body: f.notice(`,"tradeState":"NOTPAY"`), want: noop},
 		badMessage{name: "unknown trade state", body: f.notice(`,"tradeState":"FROZEN"`), want: noop},

@@ -15,7 +15,8 @@ import (
 // PENDING only, the benefit granted and the receipt queued in the same
 // transaction, a recharge credited to the Redis balance after the commit.
 // A notification that was not verified, names an unknown order or another
-// channel goes to the DLQ; anything else that fails is retried (15 s × 5).
+// channel, or is a SUCCESS of another amount than the order's (or of none)
+// goes to the DLQ; anything else that fails is retried (15 s × 5).
 type PaymentNotify struct {
 	orders   *store.Orders
 	receipts topology.Domain

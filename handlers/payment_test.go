@@ -40,8 +40,9 @@ func TestPaidOrderGetsOneReceiptWhateverTheDeliveries(t *testing.T) {
 	require.NoError(t, err)
 
 	notify := handlers.NewPaymentNotify(orders, receipts, quiet)
+	paid := o.AmountFen
 	n := topology.PaymentNotify{NotifyID: "nid-1", Channel: store.ChannelAlipay, OutTradeNo: o.OutTradeNo, TransactionID: "2026120122001",
-		TradeState: store.TradeSuccess, VerifyOK: true, SuccessTime: topology.OffsetDateTime{Time: time.Now()}}
+		TradeState: store.TradeSuccess, VerifyOK: true, SuccessTime: topology.OffsetDateTime{Time: time.Now()}, AmountFen: &paid, Currency: "CNY"}
 	var wg sync.WaitGroup
 	for range 2 { // the gateway's callback twice at once
 		wg.Go(func() { require.NoError(t, notify.Handle(context.Background(), n)) })
@@ -98,13 +99,25 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	require.NoError(t, err)
 	notify := handlers.NewPaymentNotify(orders, receipts, quiet)
 
-	n := topology.PaymentNotify{Channel: store.ChannelWechat, OutTradeNo: o.OutTradeNo, TransactionID: "42", TradeState: store.TradeSuccess}
+	paid := o.AmountFen
+	n := topology.PaymentNotify{Channel: store.ChannelWechat, OutTradeNo: o.OutTradeNo, TransactionID: "42", TradeState: store.TradeSuccess,
+		AmountFen: &paid, Currency: "CNY"}
 	err = notify.Handle(t.Context(), n)
 	require.True(t, messaging.IsPermanent(err), "verifyOk=false never grants, and retrying cannot change that: %v", err)
 	n.VerifyOK, n.OutTradeNo = true, "no-such-order"
 	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
 	n.OutTradeNo, n.Channel = o.OutTradeNo, store.ChannelAlipay
 	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
+	// Not what the order costs, or no amount at all (a Spring producer's
+	// message): refused for good, the order left as it was.
+	n.Channel = store.ChannelWechat
+	other := paid + 1
+	n.AmountFen = &other
+	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
+	n.AmountFen, n.Currency = nil, ""
+	err = notify.Handle(t.Context(), n)
+	require.True(t, messaging.IsPermanent(err), "%v", err)
+	require.ErrorIs(t, err, store.ErrNotifyMismatch)
 	got, err := orders.Get(t.Context(), o.OutTradeNo)
 	require.NoError(t, err)
 	require.Equal(t, store.OrderPending, got.Status)

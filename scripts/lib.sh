@@ -167,3 +167,24 @@ ensure_jwt_secret() {
   ) || die "could not write $1"
   [ "$(wc -c <"$1")" -ge 32 ] || die "could not read random bytes into $1"
 }
+
+# use_local_paykeys DIR ISLECTL: with no PAYMENT_ALIPAY_* or PAYMENT_WECHAT_*
+# variable set, configures the API with LOCAL TEST payment gateway keys:
+# made in DIR on the first run (ISLECTL pay keys), reused after; sources
+# DIR/payment.env and exports ISLE_DEV=1, without which the API refuses
+# test keys (doc/payments.md). Test keys only: anyone holding them can fake
+# a payment. With a gateway's variable set, the gateways' own keys are
+# configured: it does nothing, ISLE_DEV included, and returns 1.
+use_local_paykeys() {
+  if compgen -e PAYMENT_ALIPAY_ >/dev/null || compgen -e PAYMENT_WECHAT_ >/dev/null; then
+    return 1
+  fi
+  if [ ! -s "$1/payment.env" ]; then
+    say "generating local TEST payment gateway keys into $1 (never for production)"
+    "$2" pay keys -dir "$1" >/dev/null || die "could not write test payment gateway keys into $1"
+  fi
+  # shellcheck source=/dev/null
+  . "$1/payment.env"
+  ISLE_DEV=1
+  export ISLE_DEV
+}

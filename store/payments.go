@@ -59,7 +59,8 @@ var (
 	// verify: it never grants anything.
 	ErrUnverified = errors.New("store: payment notification not verified")
 	// ErrNotifyMismatch is a notification for another channel than the
-	// order's.
+	// order's, or a SUCCESS whose amount or currency is not the order's,
+	// or that carries none.
 	ErrNotifyMismatch = errors.New("store: payment notification does not match its order")
 	// ErrNotPaid is a receipt asked for an order that was never paid
 	// (pending or closed): there is nothing to receipt.
@@ -86,8 +87,11 @@ type NotifyResult struct {
 }
 
 // ApplyNotify applies a verified gateway notification to its order, in
-// one transaction that locks the order row (SELECT ... FOR UPDATE) and
-// records the notification in payment_notify_record, whose unique key
+// one transaction that locks the order row (SELECT ... FOR UPDATE), checks
+// that a SUCCESS paid the order's amount in its currency (one of another
+// amount, or without one, is ErrNotifyMismatch: doc/payments.md, "What the
+// worker trusts") and records the notification in payment_notify_record,
+// whose unique key
 // (channel, order, transaction, state) makes a resent or redelivered one a
 // NotifyDuplicate. Only a PENDING order changes: SUCCESS pays it and grants
 // its benefit in the same transaction (a pro month extends pro_expire_at;
@@ -158,6 +162,11 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 	if order.Channel != n.Channel {
 		return fmt.Errorf("%w: the order is paid through %s", ErrNotifyMismatch, order.Channel)
 	}
+	if n.TradeState == TradeSuccess {
+		if err := paidAsOrdered(n, order); err != nil {
+			return err
+		}
+	}
 	res.Order = order
 
 	outcome := NotifyRecorded
@@ -212,6 +221,21 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 		return err
 	}
 	return queueReceipt(tx, order, receipts, traceID, res)
+}
+
+// paidAsOrdered checks a SUCCESS against its order: the amount and the
+// currency the verified callback carried are the order's. A SUCCESS
+// without them (the Spring producer sends neither) is refused: the
+// message is then only its publisher's word that the order was paid
+// (doc/payments.md).
+func paidAsOrdered(n topology.PaymentNotify, order PaymentOrder) error {
+	switch {
+	case n.AmountFen == nil || n.Currency == "":
+		return fmt.Errorf("%w: a SUCCESS without amountFen and currency: what was paid is unknown, so nothing is granted", ErrNotifyMismatch)
+	case *n.AmountFen != order.AmountFen || n.Currency != order.Currency:
+		return fmt.Errorf("%w: %d %s paid, the order is %d %s", ErrNotifyMismatch, *n.AmountFen, n.Currency, order.AmountFen, order.Currency)
+	}
+	return nil
 }
 
 // grant gives the user of a paid order what it bought.

@@ -49,10 +49,17 @@ func (f payFixture) apply(t *testing.T, o store.PaymentOrder, state, txID string
 	return res
 }
 
+// notice is a verified notification of o in state; a SUCCESS carries the
+// order's amount and currency, as the API publishes it.
 func notice(o store.PaymentOrder, state, txID string) topology.PaymentNotify {
-	return topology.PaymentNotify{NotifyID: "n-" + txID + "-" + state, Channel: o.Channel, OutTradeNo: o.OutTradeNo,
+	n := topology.PaymentNotify{NotifyID: "n-" + txID + "-" + state, Channel: o.Channel, OutTradeNo: o.OutTradeNo,
 		TransactionID: txID, TradeState: state, VerifyOK: true, RawBody: `{"id":"x"}`,
 		SuccessTime: topology.OffsetDateTime{Time: time.Now().Add(-time.Second)}}
+	if state == store.TradeSuccess {
+		fen := o.AmountFen
+		n.AmountFen, n.Currency = &fen, o.Currency
+	}
+	return n
 }
 
 func (f payFixture) count(t *testing.T, model any, where string, args ...any) int64 {

@@ -44,6 +44,54 @@ func (t *Topology) Declare(conn *amqp.Connection) error {
 	return errors.Join(errs...)
 }
 
+// Ensure makes sure every exchange, queue and binding of t exists on conn,
+// for a binary that uses the topology without owning it (the worker, the
+// relay, the reconciler: doc/deploy.md, "RabbitMQ users"). It checks each
+// exchange and queue with a passive declaration, which needs no
+// permission, and declares only what is missing, with the bindings of a
+// queue it declared or whose exchange it declared (deleting an exchange
+// deletes its bindings). Declaring needs the configure permission, which
+// the users of those binaries lack: then the error names what is missing,
+// for the api (at its next connection) or `islectl topology apply` to
+// declare. Unlike Declare it does not compare arguments: the api's
+// declaration and `islectl topology verify` do.
+func (t *Topology) Ensure(conn *amqp.Connection) error {
+	p := &prober{conn: conn}
+	defer p.close()
+	var errs []error
+	missing := func(err error) bool { return amqpCode(err) == amqp.NotFound }
+	redeclared := map[string]bool{}
+	for _, ex := range t.exchanges {
+		err := p.do(exchangeExists(ex))
+		if missing(err) {
+			redeclared[ex] = true
+			err = p.do(declareExchange(ex))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("exchange %s is missing and was not declared: %w", ex, err))
+		}
+	}
+	for _, q := range t.Queues() {
+		err := p.do(queueExists(q))
+		if !missing(err) && !redeclared[q.Exchange] {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("check queue %s: %w", q.Name, err))
+			}
+			continue
+		}
+		if missing(err) {
+			if err := p.do(declareQueue(q)); err != nil {
+				errs = append(errs, fmt.Errorf("queue %s is missing and was not declared: %w", q.Name, err))
+				continue
+			}
+		}
+		if err := p.do(func(ch *amqp.Channel) error { return ch.QueueBind(q.Name, q.RoutingKey, q.Exchange, false, nil) }); err != nil {
+			errs = append(errs, fmt.Errorf("bind queue %s: %w", q.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // declareExchange declares ex as every exchange of the contract is: durable
 // and direct. It changes nothing when ex exists so.
 func declareExchange(ex string) func(*amqp.Channel) error {

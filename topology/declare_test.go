@@ -70,3 +70,49 @@ func TestDeclareThenVerifyOnTheBroker(t *testing.T) {
 	require.ErrorContains(t, err, "PRECONDITION_FAILED")
 	require.Len(t, compare(), 1)
 }
+
+// Ensure declares what is missing, binding again the queues of an
+// exchange it declared, and leaves what exists as it is: it does not
+// compare arguments (Declare and Probe do), so that a binary whose user
+// may not declare checks the topology with passive declarations alone.
+func TestEnsureDeclaresOnlyWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	conn, prefix := storetest.AMQP(t)
+	tp, err := topology.New(topology.Config{Prefix: prefix})
+	require.NoError(t, err)
+	admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
+	require.NoError(t, err)
+	compare := func() []topology.Difference {
+		live, err := admin.Snapshot(context.Background())
+		require.NoError(t, err)
+		return tp.Compare(live)
+	}
+
+	require.NoError(t, tp.Ensure(conn), "an empty broker")
+	require.Empty(t, compare())
+	require.NoError(t, tp.Ensure(conn), "again: nothing to do")
+
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	// An exchange deleted with its bindings, and a queue.
+	require.NoError(t, ch.ExchangeDelete(prefix+".mini-game.exchange", false, false))
+	_, err = ch.QueueDelete(prefix+".email.verify.dlq", false, false, false)
+	require.NoError(t, err)
+	require.NotEmpty(t, compare())
+	require.NoError(t, tp.Ensure(conn))
+	require.Empty(t, compare(), "declared and bound again")
+
+	// A queue of other arguments is left as it is.
+	retry := prefix + ".agent.billing.deduct.retry.queue"
+	_, err = ch.QueueDelete(retry, false, false, false)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(retry, true, false, false, false, amqp.Table{
+		"x-message-ttl": int32(6000), "x-dead-letter-exchange": prefix + ".agent.billing.exchange",
+		"x-dead-letter-routing-key": prefix + ".agent.billing.deduct",
+	})
+	require.NoError(t, err)
+	require.NoError(t, tp.Ensure(conn))
+	require.Contains(t, compare(), topology.Difference{Severity: topology.Different, Object: "queue", Name: retry,
+		Detail: "argument x-message-ttl=6000, want 5000"})
+}

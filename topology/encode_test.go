@@ -52,8 +52,20 @@ func TestEncodePaymentNotify(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"notifyId":"n-1","channel":"ALIPAY","outTradeNo":"EI1","transactionId":null,
 		"tradeState":"SUCCESS","successTime":"2025-11-29T20:01:02.5+08:00","verifyOk":true,
-		"rawBody":"a=1&b=<2>","lastError":"order locked"}`, string(body))
+		"rawBody":"a=1&b=<2>","lastError":"order locked","amountFen":null,"currency":null}`, string(body))
 	require.Contains(t, string(body), `"a=1&b=<2>"`, "HTML is not escaped")
+
+	// Isle's additions: the amount and currency paid.
+	paid := m
+	fen := int64(1500)
+	paid.AmountFen, paid.Currency = &fen, "CNY"
+	body, err = topology.Encode(paid)
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"lastError":"order locked","amountFen":1500,"currency":"CNY"}`)
+	back, err := topology.Decode[topology.PaymentNotify](body)
+	require.NoError(t, err)
+	require.Equal(t, paid.AmountFen, back.AmountFen)
+	require.Equal(t, "CNY", back.Currency)
 
 	m.SuccessTime.Time = time.Date(2025, 11, 29, 12, 1, 2, 0, time.UTC)
 	body, err = topology.Encode(m)

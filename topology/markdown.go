@@ -103,6 +103,7 @@ are marked; a consumer ignores fields it does not know).
 var isleField = map[string]bool{
 	"AgentBillingDeductMessage.deductionId": true, "AgentBillingDeductMessage.pendingRef": true,
 	"AgentBillingDeductMessage.requestHash": true, "AgentUsageStatsMessage.requestId": true,
+	"PaymentNotifyMessage.amountFen": true, "PaymentNotifyMessage.currency": true,
 }
 
 // javaKind names a field's JSON value as the Java side sees it.

@@ -2,6 +2,12 @@ package topology
 
 // PaymentNotify is PaymentNotifyMessage (domain "payment-notify"): a gateway
 // callback whose signature was checked. NotifyID deduplicates.
+//
+// AmountFen and Currency are Isle's: what the verified callback says was
+// paid, set on a SUCCESS, which the consumer checks against the order
+// before it grants anything. The Spring producer sets neither (its
+// consumers ignore them); a SUCCESS without them grants nothing
+// (doc/payments.md).
 type PaymentNotify struct {
 	NotifyID      string         `json:"notifyId"`
 	Channel       string         `json:"channel"` // ALIPAY, WECHAT
@@ -12,6 +18,8 @@ type PaymentNotify struct {
 	VerifyOK      bool           `json:"verifyOk"`
 	RawBody       string         `json:"rawBody"`
 	LastError     string         `json:"lastError"`
+	AmountFen     *int64         `json:"amountFen"` // Java Long: null when not sent
+	Currency      string         `json:"currency"`  // CNY
 }
 
 // PaymentReceiptDispatch is PaymentReceiptDispatchMessage (domain
@@ -35,8 +43,13 @@ func (PaymentNotify) Record() string { return "PaymentNotifyMessage" }
 
 // Validate requires a known channel, the order number and the trade state,
 // and the ids to fit payment_notify_record's columns. NotifyID and
-// TransactionID may be empty: the consumer derives a key.
+// TransactionID may be empty: the consumer derives a key. AmountFen may be
+// null but not <= 0; whether a SUCCESS has it is the consumer's to judge.
 func (m PaymentNotify) Validate() error {
+	var amount error
+	if m.AmountFen != nil {
+		amount = positive("amountFen", *m.AmountFen)
+	}
 	return firstError(
 		maxChars("notifyId", m.NotifyID, 128),
 		oneOf("channel", m.Channel, "ALIPAY", "WECHAT"),
@@ -44,6 +57,8 @@ func (m PaymentNotify) Validate() error {
 		maxChars("outTradeNo", m.OutTradeNo, 64),
 		maxChars("transactionId", m.TransactionID, 64),
 		required("tradeState", m.TradeState),
+		amount,
+		maxChars("currency", m.Currency, 8),
 	)
 }
 

@@ -41,7 +41,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		log.WarnContext(ctx, "API_TRUST_PROXY is deprecated: it now trusts X-Forwarded-For from a proxy on this machine only (127.0.0.0/8, ::1); "+
 			"behind a proxy elsewhere set API_TRUSTED_PROXIES to its addresses (doc/edge.md)")
 	}
-	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
+	if cfg.Payments.TestKeys { // only with ISLE_DEV=1: the configuration refuses them otherwise
+		log.WarnContext(ctx, "ISLE_DEV=1 and local TEST payment gateway keys (islectl pay keys): whoever has their private halves can make this API take a payment; never in production")
+	}
+	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP, Declare: true})
 	if err != nil {
 		return err
 	}

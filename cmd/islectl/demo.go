@@ -227,8 +227,8 @@ func (d *demo) setUp(ctx context.Context, e env) error {
 	k, err := loadPayKeys(d.flags.payKeys)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		d.noPay = fmt.Sprintf("no test gateway keys in %s: scripts/up makes them on its first run when no PAYMENT_* variable is set "+
-			"(or: islectl pay keys -dir %s, then restart the API with . %s/%s)", d.flags.payKeys, d.flags.payKeys, d.flags.payKeys, payEnvFile)
+		d.noPay = fmt.Sprintf("no test gateway keys in %s: scripts/up makes them on its first run when no PAYMENT_ALIPAY_* or PAYMENT_WECHAT_* variable is set "+
+			"(or: islectl pay keys -dir %s, then restart the API with ISLE_DEV=1 and . %s/%s)", d.flags.payKeys, d.flags.payKeys, d.flags.payKeys, payEnvFile)
 	case err != nil:
 		d.noPay = err.Error()
 	default:

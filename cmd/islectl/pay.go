@@ -61,7 +61,8 @@ func runPayKeys(e env, args []string) error {
 	for _, name := range append(payKeyNames(), payEnvFile) {
 		fmt.Fprintf(e.out, "  %s\n", filepath.Join(*dir, name))
 	}
-	fmt.Fprintf(e.out, "configure the API with them: . %s (scripts/up does)\n", filepath.Join(*dir, payEnvFile))
+	fmt.Fprintf(e.out, "configure the API with them: . %s, and ISLE_DEV=1, without which the API refuses test keys (scripts/up does both)\n",
+		filepath.Join(*dir, payEnvFile))
 	return nil
 }
 

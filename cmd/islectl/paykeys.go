@@ -17,7 +17,9 @@ import (
 // file each (0600, in a 0700 directory), and payment.env, the PAYMENT_*
 // variables that make the API trust them. Anyone who holds the directory
 // can sign callbacks the API takes for payments: never configure these
-// keys in production.
+// keys in production. They say what they are (PAYMENT_TEST_KEYS, and the
+// platform certificate's subject), and the API refuses them unless
+// ISLE_DEV=1.
 const (
 	payKeysDirDefault = "var/paykeys"
 	payEnvFile        = "payment.env"
@@ -101,13 +103,17 @@ func writePrivate(path string, data []byte) error {
 }
 
 // paymentEnv is payment.env: the variables that make the API trust k
-// (doc/config.md), each an export a POSIX shell can source. A value is
-// single-quoted, so a PEM keeps its lines and nothing in it is expanded.
+// (doc/config.md), each an export a POSIX shell can source, and
+// PAYMENT_TEST_KEYS, which marks them as test keys: the API refuses them
+// unless ISLE_DEV=1. A value is single-quoted, so a PEM keeps its lines
+// and nothing in it is expanded.
 func paymentEnv(k paynotify.TestKeys, dir string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `# Local TEST payment gateway keys, made by islectl pay keys: the API trusts
 # the callbacks islectl pay simulate signs with the private keys beside this
-# file. Never use them in production. Load them with: . %s
+# file. Never use them in production: PAYMENT_TEST_KEYS says what they are,
+# and the API refuses them unless ISLE_DEV=1 (scripts/up sets it when it
+# loads them). Load them with: . %s
 `, filepath.Join(dir, payEnvFile))
 	for _, v := range []struct{ name, value string }{
 		{"PAYMENT_ALIPAY_PUBLIC_KEY", k.AlipayPublicPEM},
@@ -115,6 +121,7 @@ func paymentEnv(k paynotify.TestKeys, dir string) []byte {
 		{"PAYMENT_WECHAT_API_V3_KEY", k.APIv3Key},
 		{"PAYMENT_WECHAT_PLATFORM_CERTS", k.WechatCertPEM},
 		{"PAYMENT_WECHAT_MCH_ID", localWechatMchID},
+		{"PAYMENT_TEST_KEYS", "true"},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", v.name, shellQuote(v.value))
 	}

@@ -37,7 +37,7 @@ func newPayKeys(t *testing.T) string {
 }
 
 var paymentVars = []string{"PAYMENT_ALIPAY_PUBLIC_KEY", "PAYMENT_ALIPAY_APP_ID", "PAYMENT_WECHAT_API_V3_KEY",
-	"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID"}
+	"PAYMENT_WECHAT_PLATFORM_CERTS", "PAYMENT_WECHAT_MCH_ID", "PAYMENT_TEST_KEYS"}
 
 // sourced is what bash has in vars after sourcing file, with nothing else
 // in its environment.
@@ -60,10 +60,12 @@ func sourced(t *testing.T, file string, vars ...string) map[string]string {
 }
 
 // apiPayments is the API's payment configuration from env, read by the
-// API's own loader.
+// API's own loader in development mode (ISLE_DEV=1), as scripts/up starts
+// the API with test keys.
 func apiPayments(t *testing.T, env map[string]string) config.Payments {
 	t.Helper()
 	env["API_JWT_SECRET"] = strings.Repeat("k", 32)
+	env["ISLE_DEV"] = "1"
 	cfg, err := config.LoadAPI(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	return cfg.Payments
@@ -117,6 +119,7 @@ func TestPayKeysVerifyTheSimulatedCallbacks(t *testing.T) {
 		"PAYMENT_WECHAT_API_V3_KEY":     k.APIv3Key,
 		"PAYMENT_WECHAT_PLATFORM_CERTS": k.WechatCertPEM,
 		"PAYMENT_WECHAT_MCH_ID":         localWechatMchID,
+		"PAYMENT_TEST_KEYS":             "true",
 	}, env, "bash reads the exact PEMs")
 	raw, err := os.ReadFile(filepath.Join(dir, "wechat_platform_cert.pem"))
 	require.NoError(t, err)
@@ -291,4 +294,25 @@ func FuzzEnvFileQuoting(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"A": a, "B": b}, got)
 	})
+}
+
+// What `pay keys` writes says it is test keys twice: PAYMENT_TEST_KEYS in
+// payment.env, and the platform certificate's subject. The API refuses
+// either unless ISLE_DEV=1, which scripts/up sets only for keys it made.
+func TestPayKeysAreMarkedAsTestKeys(t *testing.T) {
+	t.Parallel()
+	dir := newPayKeys(t)
+	env := sourced(t, filepath.Join(dir, payEnvFile), paymentVars...)
+	require.Equal(t, "true", env["PAYMENT_TEST_KEYS"])
+	k, err := loadPayKeys(dir)
+	require.NoError(t, err)
+	require.True(t, paynotify.HasTestCertificate(k.WechatCertPEM))
+
+	env["API_JWT_SECRET"] = strings.Repeat("k", 32)
+	_, err = config.LoadAPI(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.ErrorContains(t, err, "ISLE_DEV=1")
+	delete(env, "PAYMENT_TEST_KEYS")
+	_, err = config.LoadAPI(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.ErrorContains(t, err, "ISLE_DEV=1", "the certificate alone tells them")
+	require.True(t, apiPayments(t, env).TestKeys, "with ISLE_DEV=1")
 }

@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	tp := deps.Topology // declared only when the reconciler publishes
+	tp := deps.Topology // checked only when the reconciler publishes
 	if tp == nil {
 		if tp, err = topology.New(cfg.AMQP.Topology); err != nil {
 			return err
@@ -87,7 +87,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
 	if needAMQP {
-		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4},
+		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
+			EnsureOnly: true}, // the api declares the topology
 			deps.Topology, messaging.NewMetrics(reg), log)
 		if err != nil {
 			return err

@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, Name: "isle-relay-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+		EnsureOnly: true, // the api declares the topology
 	}, deps.Topology, messaging.NewMetrics(reg), log)
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	metrics := messaging.NewMetrics(reg)
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+		EnsureOnly: true, // the api declares the topology
 	}, deps.Topology, metrics, log)
 	if err != nil {
 		return err

@@ -360,7 +360,7 @@ func (f *badFixture) badWechat(t *testing.T) []badRequest {
 	}
 	noHeaders := f.request(t, http.MethodPost, "/v1/payments/notify/wechat", "", bytes.NewReader(good), "Content-Type", "application/json")
 	return []badRequest{
-		refused("bad signature", 401, f.wechat(t, good, now, func(s string) string { return "A" + s[1:] }, k.WechatSerial, nil)),
+		refused("bad signature", 401, f.wechat(t, good, now, func(s string) string { return corruptSignature(t, s) }, k.WechatSerial, nil)),
 		refused("signed by another key", 401, func() *http.Request {
 			stamp := strconv.FormatInt(now.Unix(), 10)
 			s, err := paynotify.SignWechat(good, stamp, "n", f.other.WechatPrivate)

@@ -28,8 +28,7 @@ const (
 // judge decides a callback from its verification error and its order.
 func (s *Server) judge(r *http.Request, n paynotify.Notice, verr error) (notifyVerdict, string) {
 	switch {
-	case errors.Is(verr, paynotify.ErrNotPaid) && n.TradeState == paynotify.StateClosed,
-		errors.Is(verr, paynotify.ErrNotPaid) && n.TradeState == paynotify.StateRefund:
+	case errors.Is(verr, paynotify.ErrNotPaid) && recorded(n.TradeState):
 		// Recorded by the consumer, never granted.
 	case errors.Is(verr, paynotify.ErrNotPaid):
 		return notifyIgnore, "not paid"
@@ -48,6 +47,17 @@ func (s *Server) judge(r *http.Request, n paynotify.Notice, verr error) (notifyV
 		return notifyRefuse, "amount differs from the order's"
 	}
 	return notifyPublish, ""
+}
+
+// recorded says whether a trade state that is not paid is published for
+// the consumer to record: a closed (or revoked) trade closes its order, a
+// refund marks a paid one. The states of a trade in progress need nothing.
+func recorded(state string) bool {
+	switch state {
+	case paynotify.StateClosed, paynotify.StateRevoked, paynotify.StateRefund:
+		return true
+	}
+	return false
 }
 
 // publishNotice publishes n, its message id the callback's identity, so

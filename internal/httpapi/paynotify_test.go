@@ -125,6 +125,11 @@ func TestAlipayCallbacks(t *testing.T) {
 		require.True(t, m.VerifyOK)
 		require.Equal(t, o.OutTradeNo, m.OutTradeNo)
 		require.Equal(t, "notify:ALIPAY:"+m.NotifyID, got.MessageId)
+		if m.TradeState == "SUCCESS" {
+			require.NotNil(t, m.AmountFen, "the amount paid, for the consumer to check")
+			require.Equal(t, o.AmountFen, *m.AmountFen)
+			require.Equal(t, "CNY", m.Currency)
+		}
 		states = append(states, m.TradeState)
 	}
 	require.Equal(t, []string{"CLOSED", "SUCCESS"}, states)
@@ -151,17 +156,28 @@ func (b *testBundle) postWechat(t *testing.T, body []byte, ts time.Time, sig fun
 
 func wechatBody(t *testing.T, o store.PaymentOrder, key string, corrupt bool) []byte {
 	t.Helper()
-	tx, err := json.Marshal(map[string]any{"appid": "wx1", "mchid": testWechatMch, "out_trade_no": o.OutTradeNo,
-		"transaction_id": "4200000001" + o.OutTradeNo[:6], "trade_state": "SUCCESS", "success_time": "2026-11-30T20:01:02+08:00",
-		"amount": map[string]any{"total": o.AmountFen, "payer_total": o.AmountFen, "currency": "CNY", "payer_currency": "CNY"}})
+	return wechatStateBody(t, o, key, "SUCCESS", corrupt)
+}
+
+// wechatStateBody is a notification of o's transaction in trade state
+// state; success_time only when it is SUCCESS.
+func wechatStateBody(t *testing.T, o store.PaymentOrder, key, state string, corrupt bool) []byte {
+	t.Helper()
+	trade := map[string]any{"appid": "wx1", "mchid": testWechatMch, "out_trade_no": o.OutTradeNo,
+		"transaction_id": "4200000001" + o.OutTradeNo[:6], "trade_state": state,
+		"amount": map[string]any{"total": o.AmountFen, "payer_total": o.AmountFen, "currency": "CNY", "payer_currency": "CNY"}}
+	if state == "SUCCESS" {
+		trade["success_time"] = "2026-11-30T20:01:02+08:00"
+	}
+	tx, err := json.Marshal(trade)
 	require.NoError(t, err)
 	nonce := paynotify.NewWechatNonce(12)
 	ct, err := paynotify.EncryptWechatResource(tx, key, nonce, "transaction")
 	require.NoError(t, err)
 	if corrupt {
-		ct = ct[:len(ct)-4] + "AAAA"
+		ct = corruptBase64(t, ct, -1) // the GCM tag's last byte
 	}
-	return []byte(`{"id":"EV-` + o.OutTradeNo + `","create_time":"2026-11-30T20:01:05+08:00","resource_type":"encrypt-resource",` +
+	return []byte(`{"id":"EV-` + o.OutTradeNo + `-` + state + `","create_time":"2026-11-30T20:01:05+08:00","resource_type":"encrypt-resource",` +
 		`"event_type":"TRANSACTION.SUCCESS","summary":"ok","resource":{"original_type":"transaction","algorithm":"AEAD_AES_256_GCM",` +
 		`"ciphertext":"` + ct + `","associated_data":"transaction","nonce":"` + nonce + `"}}`)
 }
@@ -179,7 +195,7 @@ func TestWechatCallbacks(t *testing.T) {
 		name   string
 		status int
 	}{
-		{"bad signature", b.postWechat(t, good, now, func(s string) string { return "A" + s[1:] }, k.WechatSerial)},
+		{"bad signature", b.postWechat(t, good, now, func(s string) string { return corruptSignature(t, s) }, k.WechatSerial)},
 		{"unknown serial", b.postWechat(t, good, now, nil, "0123ABCD")},
 		{"probe signature", b.postWechat(t, good, now, func(string) string { return "WECHATPAY/SIGNTEST/abc" }, k.WechatSerial)},
 		{"6 minutes old", b.postWechat(t, good, now.Add(-6*time.Minute), nil, k.WechatSerial)},
@@ -204,4 +220,40 @@ func TestWechatCallbacks(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, b.postWechat(t, good, now, nil, k.WechatSerial), "a duplicate is answered the same")
 	require.Eventually(t, func() bool { return b.notified(t) == 2 }, 5*time.Second, 20*time.Millisecond,
 		"both published; the consumer tells them apart by the callback id")
+}
+
+// A REVOKED WeChat transaction (a payment the payer cancelled) is
+// published like CLOSED, and its order closes: it used to be answered 204
+// and dropped, the order left PENDING.
+func TestWechatRevokedNoticeClosesItsOrder(t *testing.T) {
+	b := setup(t, options{})
+	k := payKeys(t).keys
+	o := b.order(t, "rev", paynotify.ChannelWechat, 1200)
+
+	revoked := wechatStateBody(t, o, k.APIv3Key, "REVOKED", false)
+	require.Equal(t, http.StatusNoContent, b.postWechat(t, revoked, time.Now(), nil, k.WechatSerial))
+	require.Eventually(t, func() bool { return b.notified(t) == 1 }, 5*time.Second, 20*time.Millisecond, "REVOKED is published")
+
+	conn, _ := b.conn(t)
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	d, _ := b.tp.Domain(topology.DomainPaymentNotify)
+	got, ok, err := ch.Get(d.Queue, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	var m topology.PaymentNotify
+	require.NoError(t, json.Unmarshal(got.Body, &m))
+	require.Equal(t, "REVOKED", m.TradeState)
+	require.True(t, m.VerifyOK)
+	require.Nil(t, m.AmountFen, "nothing was paid")
+
+	receipts, _ := b.tp.Domain(topology.DomainPaymentReceipt)
+	orders := store.NewOrders(b.db, b.redis)
+	res, err := orders.ApplyNotify(t.Context(), m, receipts, "")
+	require.NoError(t, err)
+	require.Equal(t, store.NotifyClosed, res.Outcome)
+	after, err := orders.Get(t.Context(), o.OutTradeNo)
+	require.NoError(t, err)
+	require.Equal(t, store.OrderClosed, after.Status)
 }

@@ -25,6 +25,10 @@ type PublisherConfig struct {
 	Name     string        // connection name shown by the broker
 	Timeout  time.Duration // bound on one publish, waiting for a connection and the confirm included
 	Channels int           // confirm channels; each carries many publishes in flight
+	// EnsureOnly: on each connection only make sure the topology exists
+	// (Topology.Ensure: passive checks, declaring what is missing) instead
+	// of declaring it, for a binary whose RabbitMQ user may not declare.
+	EnsureOnly bool
 }
 
 // Publisher sends messages with publisher confirms on a connection of its
@@ -32,7 +36,8 @@ type PublisherConfig struct {
 // while its channels carry many publishes in flight (pipelined confirms).
 //
 // After a connection loss it reconnects by itself in the background, with
-// backoff, and declares the topology again before it publishes; publishes in
+// backoff, and declares the topology again (or, EnsureOnly, makes sure it
+// exists) before it publishes; publishes in
 // flight fail with ErrUnconfirmed (they may or may not have arrived), and new
 // ones wait for the reconnect up to their deadline. Ping reports whether it
 // can publish now. Its Watermill method gives it to watermill components.
@@ -61,11 +66,15 @@ func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *s
 	for _, q := range tp.Queues() {
 		p.exchange[q.RoutingKey] = q.Exchange
 	}
+	declare := tp.Declare
+	if cfg.EnsureOnly {
+		declare = tp.Ensure
+	}
 	l, err := dialLink(&link{
 		url:      cfg.URL,
 		name:     cmp.Or(cfg.Name, "isle-publisher"),
 		channels: max(1, cmp.Or(cfg.Channels, PublishChannelsDefault)),
-		declare:  tp.Declare,
+		declare:  declare,
 		log:      log,
 	})
 	if err != nil {

@@ -351,8 +351,12 @@ func TestPayAlipayMessage(t *testing.T) {
 		SuccessTime:   topology.OffsetDateTime{Time: n.GmtPayment},
 		VerifyOK:      true,
 		RawBody:       n.Form.Encode(),
+		AmountFen:     ptr(int64(1500)),
+		Currency:      "CNY",
 	}, m)
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // Whatever form arrives, VerifyAlipay never panics and refuses it with one
 // of its errors and the zero notice, unless Alipay's key signed exactly

@@ -23,6 +23,7 @@ const (
 	StateSuccess = "SUCCESS"
 	StateNotPay  = "NOTPAY"
 	StateClosed  = "CLOSED"
+	StateRevoked = "REVOKED" // WeChat: the payer cancelled the payment; the order closes as for CLOSED
 	StateRefund  = "REFUND"
 )
 
@@ -48,9 +49,10 @@ type Notice struct {
 func (n Notice) Paid() bool { return n.TradeState == StateSuccess }
 
 // Message is the PaymentNotifyMessage to publish for n: VerifyOK is true, as
-// only verified notices exist.
+// only verified notices exist, and a paid one carries the amount and
+// currency paid, which the consumer checks against the order.
 func (n Notice) Message() topology.PaymentNotify {
-	return topology.PaymentNotify{
+	m := topology.PaymentNotify{
 		NotifyID:      n.NotifyID,
 		Channel:       n.Channel,
 		OutTradeNo:    n.OutTradeNo,
@@ -60,6 +62,11 @@ func (n Notice) Message() topology.PaymentNotify {
 		VerifyOK:      true,
 		RawBody:       n.Raw,
 	}
+	if n.Paid() {
+		amount := n.AmountFen
+		m.AmountFen, m.Currency = &amount, n.Currency
+	}
+	return m
 }
 
 // AmountMatches reports whether n paid exactly orderFen fen in CNY. Both

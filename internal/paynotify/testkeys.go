@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -33,8 +34,44 @@ type TestKeys struct {
 	APIv3Key string // 32 characters
 }
 
+// TestCertOrganization is the subject organization of the platform
+// certificates GenerateTestKeys makes: IsTestCertificate tells them by it,
+// so that an API configured with one knows it trusts test keys.
+const TestCertOrganization = "Isle test"
+
+// testCertName is the subject common name of a test platform certificate,
+// for whoever reads it with openssl.
+const testCertName = "Isle TEST WeChat Pay platform: never in production"
+
+// IsTestCertificate reports whether c is a test platform certificate: its
+// subject's organization is TestCertOrganization.
+func IsTestCertificate(c *x509.Certificate) bool {
+	return slices.Contains(c.Subject.Organization, TestCertOrganization)
+}
+
+// HasTestCertificate reports whether the PEM text (the platform
+// certificates a WeChat Pay verifier is configured with) holds a test
+// platform certificate. Blocks that do not parse are skipped: the
+// verifier's configuration refuses them.
+func HasTestCertificate(text string) bool {
+	rest := []byte(text)
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return false
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil && IsTestCertificate(c) {
+			return true
+		}
+	}
+}
+
 // GenerateTestKeys makes two 2048-bit RSA keys, a platform certificate valid
-// from an hour ago for ten years, a public key id and an API v3 key.
+// from an hour ago for ten years whose subject marks it as a test one
+// (IsTestCertificate), a public key id and an API v3 key.
 func GenerateTestKeys() (TestKeys, error) {
 	alipay, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -52,7 +89,7 @@ func GenerateTestKeys() (TestKeys, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "Isle test WeChat Pay platform", Organization: []string{"Isle test"}},
+		Subject:      pkix.Name{CommonName: testCertName, Organization: []string{TestCertOrganization}},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.AddDate(10, 0, 0),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"math/big"
 	"testing"
 	"time"
 
@@ -70,4 +72,37 @@ func TestPayParseTestKeysChecksTheKeys(t *testing.T) {
 	_, err = paynotify.ParseTestKeys(weak)
 	require.ErrorContains(t, err, "alipay private key: paynotify: RSA key of 1024 bits")
 	require.ErrorContains(t, err, `wechat private key: paynotify: PEM block "CERTIFICATE" is not a private key`)
+}
+
+// The platform certificate of test keys says so in its subject, and only
+// it: a configuration holding it is known to trust test keys.
+func TestPayTestCertificateIsMarked(t *testing.T) {
+	t.Parallel()
+	k := keys(t)
+	block, _ := pem.Decode([]byte(k.WechatCertPEM))
+	require.NotNil(t, block)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	require.True(t, paynotify.IsTestCertificate(cert))
+	require.Contains(t, cert.Subject.CommonName, "TEST")
+	require.True(t, paynotify.HasTestCertificate(k.WechatCertPEM))
+
+	gateway := selfSigned(t, "Tenpay.com")
+	require.False(t, paynotify.HasTestCertificate(gateway))
+	require.True(t, paynotify.HasTestCertificate(gateway+k.WechatCertPEM), "one test certificate among others")
+	require.False(t, paynotify.HasTestCertificate(""))
+	require.False(t, paynotify.HasTestCertificate(k.WechatPublicPEM), "a public key is no certificate")
+}
+
+// selfSigned is a certificate of a new key whose subject organization is
+// org, as a gateway's platform certificate is.
+func selfSigned(t *testing.T, org string) string {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: org + " platform", Organization: []string{org}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

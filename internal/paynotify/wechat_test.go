@@ -115,6 +115,7 @@ func TestPayWechatValidNoticeIsAcceptedAndDecrypted(t *testing.T) {
 	require.Equal(t, topology.PaymentNotify{
 		NotifyID: c.NotifyID, Channel: "WECHAT", OutTradeNo: c.OutTradeNo, TransactionID: c.TransactionID,
 		TradeState: "SUCCESS", SuccessTime: topology.OffsetDateTime{Time: tx.PaidAt}, VerifyOK: true, RawBody: string(cb.body),
+		AmountFen: ptr(int64(5000)), Currency: "CNY",
 	}, m)
 }
 

@@ -18,6 +18,10 @@ type Needs struct {
 	MySQL *store.MySQLConfig
 	Redis *config.Redis
 	AMQP  *config.AMQP
+	// Declare: declare the topology at start (the api); otherwise only
+	// make sure it exists (topology.Ensure), which the least RabbitMQ
+	// permissions of the other binaries allow (doc/deploy.md).
+	Declare bool
 }
 
 // Deps are a binary's open services. Fields a binary did not need are nil.
@@ -30,7 +34,7 @@ type Deps struct {
 }
 
 // Open opens what n asks for, in order MySQL (schema checked), Redis
-// (volatile keys cleaned), RabbitMQ (topology declared). On error it closes
+// (volatile keys cleaned), RabbitMQ (topology declared, or ensured). On error it closes
 // whatever it had opened.
 func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
 	d := &Deps{}
@@ -61,7 +65,7 @@ func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
 		}
 		d.AMQP = conn
 		d.closers = append(d.closers, conn.Close)
-		if d.Topology, err = Topology(ctx, log, conn, *n.AMQP); err != nil {
+		if d.Topology, err = Topology(ctx, log, conn, *n.AMQP, n.Declare); err != nil {
 			return fail(err)
 		}
 	}

@@ -77,12 +77,21 @@ func DialAMQP(ctx context.Context, log *slog.Logger, cfg config.AMQP, name strin
 	return conn, err
 }
 
-// Topology resolves the wire contract and declares it on the broker, so no
-// message can be published before its queue exists.
-func Topology(ctx context.Context, log *slog.Logger, conn *amqp.Connection, cfg config.AMQP) (*topology.Topology, error) {
+// Topology resolves the wire contract and, with declare, declares it on
+// the broker, so no message can be published before its queue exists;
+// without, it makes sure it exists (topology.Ensure), declaring only what
+// is missing, which a user without the configure permission cannot.
+func Topology(ctx context.Context, log *slog.Logger, conn *amqp.Connection, cfg config.AMQP, declare bool) (*topology.Topology, error) {
 	tp, err := topology.New(cfg.Topology)
 	if err != nil {
 		return nil, err
+	}
+	if !declare {
+		if err := tp.Ensure(conn); err != nil {
+			return nil, fmt.Errorf("the topology is incomplete, and this binary may not declare it (the api and `islectl topology apply` do): %w", err)
+		}
+		log.InfoContext(ctx, "topology present", "prefix", tp.Prefix(), "exchanges", len(tp.Exchanges()), "queues", len(tp.Queues()))
+		return tp, nil
 	}
 	if err := tp.Declare(conn); err != nil {
 		return nil, fmt.Errorf("declare topology (run `islectl topology verify` to see every difference): %w", err)

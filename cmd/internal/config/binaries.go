@@ -90,6 +90,7 @@ func loadAPI(l *loader) API {
 	if c.JWT.missing != nil {
 		l.errs = append(l.errs, c.JWT.missing) // the API needs a key to start
 	}
+	c.Payments.refuseTestKeys(l, c.JWT.Dev)
 	return c
 }
 

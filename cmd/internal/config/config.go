@@ -134,7 +134,8 @@ type AMQP struct {
 func loadAMQP(l *loader) AMQP {
 	host := l.String("RABBITMQ_HOST", RabbitHostDefault, "RabbitMQ host.")
 	port := l.Int("RABBITMQ_PORT", RabbitPortDefault, 1, 65535, "RabbitMQ AMQP port.")
-	user := l.String("RABBITMQ_USERNAME", RabbitUserDefault, "RabbitMQ user.")
+	user := l.String("RABBITMQ_USERNAME", RabbitUserDefault,
+		"RabbitMQ user. guest suits a local broker only: deployed, each binary connects as its own user with the least permissions it needs (doc/deploy.md, RabbitMQ users).")
 	pass := l.Secret("RABBITMQ_PASSWORD", "guest", "RabbitMQ password.")
 	vhost := l.String("RABBITMQ_VHOST", RabbitVHostDefault, "RabbitMQ virtual host.")
 	u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: "/" + vhost}

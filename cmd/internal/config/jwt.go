@@ -27,6 +27,7 @@ const JWTSecretMin = 32
 type JWT struct {
 	Secret    []byte // nil when no key is configured
 	IsDefault bool   // ISLE_DEV=1 and no key: the public DevJWTSecret is in use
+	Dev       bool   // ISLE_DEV=1: development mode (also lets the API trust test payment keys)
 	Leeway    time.Duration
 	missing   error // why Secret is nil
 }
@@ -46,8 +47,9 @@ func loadJWT(l *loader) JWT {
 	file, _ := l.lookup(Var{Name: "API_JWT_SECRET_FILE", Default: JWTSecretFileDefault,
 		Doc: "File holding the HS256 key when API_JWT_SECRET is unset (surrounding blanks ignored); relative to the working directory. scripts/up writes a random key to the default file on its first run and reuses it; `islectl token` reads the same file."})
 	dev := l.Bool("ISLE_DEV", false,
-		"Development mode: with no key configured, sign and check tokens with the public development key (anyone can mint tokens) instead of refusing to start. For local experiments only.")
-	j := JWT{Leeway: l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat.")}
+		"Development mode: with no key configured, sign and check tokens with the public development key (anyone can mint tokens) instead of refusing to start; "+
+			"and let the API start with local test payment gateway keys (PAYMENT_TEST_KEYS), with which anyone can fake a payment. For local experiments only; scripts/up sets it when it loads the test keys it made.")
+	j := JWT{Dev: dev, Leeway: l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat.")}
 	from := "API_JWT_SECRET"
 	if secret == "" {
 		explicit := file != ""
@@ -67,7 +69,7 @@ func loadJWT(l *loader) JWT {
 	}
 	switch {
 	case secret == "" && dev:
-		return JWT{Secret: []byte(DevJWTSecret), IsDefault: true, Leeway: j.Leeway}
+		return JWT{Secret: []byte(DevJWTSecret), IsDefault: true, Dev: true, Leeway: j.Leeway}
 	case secret == "":
 		j.missing = fmt.Errorf("API_JWT_SECRET is not set and API_JWT_SECRET_FILE (%s) holds no key: set API_JWT_SECRET to a random key of at least %d bytes "+
 			"(scripts/up keeps one in %s), or ISLE_DEV=1 to use the public development key, with which anyone can mint tokens",

@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +125,24 @@ func TestCheckFindsMistakes(t *testing.T) {
 			}
 			return out
 		}, "no ScaledObject scales this worker"},
+		{"a worker as the api's RabbitMQ user", func(t *testing.T, objs []validate.Object) []validate.Object {
+			for _, e := range container(t, objs, "isle-worker-payments").Env {
+				if e.Name == "RABBITMQ_USERNAME" {
+					e.ValueFrom.SecretKeyRef.Key = "api-username"
+				}
+			}
+			return objs
+		}, "RABBITMQ_USERNAME from the key worker-username of a Secret"},
+		{"a container without its RabbitMQ user", func(t *testing.T, objs []validate.Object) []validate.Object {
+			ct := container(t, objs, "isle-relay")
+			ct.Env = slices.DeleteFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == "RABBITMQ_PASSWORD" })
+			return objs
+		}, "container relay: no RABBITMQ_PASSWORD"},
+		{"a RabbitMQ user every container shares", func(t *testing.T, objs []validate.Object) []validate.Object {
+			cm := find(t, objs, "ConfigMap", "isle-config").Value.(*corev1.ConfigMap)
+			cm.Data["RABBITMQ_USERNAME"] = "guest"
+			return objs
+		}, "key RABBITMQ_USERNAME: each binary connects as its own RabbitMQ user"},
 		{"replicas beside KEDA", func(t *testing.T, objs []validate.Object) []validate.Object {
 			d, _ := deployment(find(t, objs, "Deployment", "isle-worker-email"))
 			n := int32(3)

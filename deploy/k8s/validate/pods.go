@@ -205,6 +205,7 @@ func (c *checker) isleContainer(w workload, ct corev1.Container) {
 			c.fail(o, "container %s sets %s, which %s does not read (doc/config.md)", ct.Name, e.Name, bin)
 		}
 	}
+	c.brokerUser(o, ct, bin)
 	for _, e := range ct.EnvFrom {
 		switch {
 		case e.ConfigMapRef != nil:
@@ -248,8 +249,30 @@ func (c *checker) isleContainer(w workload, ct corev1.Container) {
 	}
 }
 
+// brokerUser: each binary connects to RabbitMQ as its own user, with the
+// least permissions it needs (doc/deploy.md, "RabbitMQ users"): the
+// container sets RABBITMQ_USERNAME and RABBITMQ_PASSWORD from the keys
+// <binary>-username and <binary>-password of a Secret.
+func (c *checker) brokerUser(o Object, ct corev1.Container, bin string) {
+	for _, v := range []struct{ name, key string }{{"RABBITMQ_USERNAME", bin + "-username"}, {"RABBITMQ_PASSWORD", bin + "-password"}} {
+		i := slices.IndexFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == v.name })
+		if i < 0 {
+			c.fail(o, "container %s: no %s: each binary connects to RabbitMQ as its own user (doc/deploy.md)", ct.Name, v.name)
+			continue
+		}
+		if f := ct.Env[i].ValueFrom; f == nil || f.SecretKeyRef == nil || f.SecretKeyRef.Key != v.key {
+			c.fail(o, "container %s: want %s from the key %s of a Secret: %s's own RabbitMQ user (doc/deploy.md)", ct.Name, v.name, v.key, bin)
+		}
+	}
+}
+
+// sharedBrokerUser are the variables no ConfigMap or Secret taken whole
+// may hold: a binary's RabbitMQ user is its own.
+var sharedBrokerUser = []string{"RABBITMQ_USERNAME", "RABBITMQ_PASSWORD"}
+
 // imported: every key of a ConfigMap or Secret that Isle containers take
-// whole is a variable one of those containers' binaries reads.
+// whole is a variable one of those containers' binaries reads, and none
+// is a RabbitMQ user, which each binary has of its own.
 func (c *checker) imported() {
 	for id, bins := range c.importers {
 		o, ok := c.byID[id]
@@ -257,6 +280,10 @@ func (c *checker) imported() {
 			continue // missing or external: reported by ref
 		}
 		for _, k := range keys(o) {
+			if slices.Contains(sharedBrokerUser, k) {
+				c.fail(o, "key %s: each binary connects as its own RabbitMQ user, from a Secret's key (doc/deploy.md)", k)
+				continue
+			}
 			readers := c.contract.ReadBy[k]
 			if !slices.ContainsFunc(bins, func(b string) bool { return slices.Contains(readers, b) }) {
 				c.fail(o, "key %s is no variable that %s read (doc/config.md)", k, strings.Join(slices.Compact(slices.Sorted(slices.Values(bins))), ", "))

@@ -28,7 +28,7 @@ const (
 var operatorSecrets = []string{"Secret/isle-jwt"}
 
 // overlaySecrets are what every overlay adds to the base.
-var overlaySecrets = []string{"Secret/isle-secrets", "Secret/isle-rabbitmq-keda"}
+var overlaySecrets = []string{"Secret/isle-secrets", "Secret/isle-rabbitmq", "Secret/isle-rabbitmq-keda"}
 
 func contract(t *testing.T) validate.Contract {
 	t.Helper()
