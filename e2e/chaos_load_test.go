@@ -61,6 +61,7 @@ type charge struct {
 	user, id string
 	status   int
 	deducted string
+	unknown  bool // a 503 whose reason is outcome_unknown: it may be either
 }
 
 // paid is one order and whether its gateway callback was answered success.
@@ -121,12 +122,17 @@ func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string
 			return // cut off by the end of the load: not a request the check knows about
 		}
 		c.status = st
-		if st == http.StatusOK {
+		switch st {
+		case http.StatusOK:
 			var a struct {
 				Deducted string `json:"deductedFen"`
 			}
 			_ = json.Unmarshal(raw, &a)
 			c.deducted = a.Deducted
+		case http.StatusServiceUnavailable:
+			var e struct{ Error struct{ Reason string } }
+			_ = json.Unmarshal(raw, &e)
+			c.unknown = e.Error.Reason == "outcome_unknown"
 		}
 		rec.status("billing", st)
 		rec.mu.Lock()

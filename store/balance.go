@@ -101,7 +101,7 @@ func (b *Balances) Deduct(ctx context.Context, req DeductRequest) (Taken, error)
 	res, err := deductScript.Run(ctx, c, k, amount.StringFixed(MoneyScale), req.ID, req.Now.UnixMilli(),
 		int64(keys.DeductionMarkerTTL/time.Second), req.Ref, req.RequestHash, req.Usage.String()).Text()
 	if err != nil {
-		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, err)
+		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, maybeRan(err))
 	}
 	switch res {
 	case "-1":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/eisland/isle/store/keys"
@@ -88,4 +89,27 @@ func (r *Redis) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ErrMaybeRan marks an error after which Redis may or may not have run the
+// command: the connection broke, or the answer did not come in time, after
+// the command may have been sent. Running it again is safe only for an
+// idempotent command, which then tells what happened.
+var ErrMaybeRan = errors.New("store: Redis may have run the command; its answer was lost")
+
+// maybeRan wraps err with ErrMaybeRan unless it says the command did not
+// run: an answer from Redis (redis.Nil, an error reply), a connection that
+// never opened (a dial error), the client's pool or its closing.
+func maybeRan(err error) error {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case err == nil, errors.Is(err, redis.Nil), errors.As(err, &reply):
+		return err
+	case errors.As(err, &op) && op.Op == "dial":
+		return err
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted):
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMaybeRan, err)
 }

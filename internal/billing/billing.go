@@ -33,6 +33,10 @@ var (
 	// charge can carry (its micro-fen would not fit an int64); a price row
 	// above store.MaxPriceFenPerMTok, which Set refuses, is the only way.
 	ErrCostTooLarge = errors.New("billing: the cost is too large to charge")
+	// ErrOutcomeUnknown: Redis stopped answering while the charge's script
+	// may have run, and could not say within the request's time whether it
+	// did. The same request sent again answers what was taken, once.
+	ErrOutcomeUnknown = errors.New("billing: whether the request was charged is not known yet")
 )
 
 // Tokens are one request's token counts; input excludes cached input.
@@ -132,9 +136,11 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 			Reasoning: r.Tokens.Reasoning, CostMF: c.CostMicroFen}}
 	var taken store.Taken
 	deduct := func() error {
-		var err error
-		taken, err = s.balances.Deduct(ctx, req)
-		return err
+		return resolve(ctx, func() error {
+			var err error
+			taken, err = s.balances.Deduct(ctx, req)
+			return err
+		})
 	}
 	err = s.withBalance(ctx, r.Username, deduct)
 	if errors.Is(err, store.ErrBalanceEmpty) {
@@ -152,14 +158,50 @@ func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
 	case errors.Is(err, store.ErrRequestConflict):
 		c.Deducted, c.Replayed = taken.Deducted, true
 		return c, ErrConflict
+	case errors.Is(err, store.ErrMaybeRan):
+		return c, fmt.Errorf("billing: charge %s: %w: %w", r.ID, ErrOutcomeUnknown, err)
 	case err != nil:
 		return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
+	}
+	if taken.Replayed && taken.Ref == req.Ref {
+		// A replay of this call's own charge: an earlier run of the script
+		// took it and its answer was lost (resolve).
+		taken.Replayed = false
 	}
 	c.Deducted, c.Balance, c.Replayed, c.Ref = taken.Deducted, taken.Balance, taken.Replayed, taken.Ref
 	if c.Replayed {
 		c.Cost, c.CostMicroFen = taken.Cost, microFen(taken.Cost)
 	}
 	return c, nil
+}
+
+// resolveFor bounds how long resolve asks Redis again about a charge whose
+// answer was lost, within the request's own deadline.
+const resolveFor = 5 * time.Second
+
+// resolve runs deduct, an idempotent charge (same request id, ref and
+// body), and while its error leaves unknown whether Redis ran it (a
+// connection reset or a timeout after the script was sent:
+// store.ErrMaybeRan) runs it again, backing off from 50 ms to 500 ms, for
+// up to resolveFor or until ctx ends. A run that answers tells what
+// happened: the charge made now, or the replay of the lost run's. So a
+// charge whose script ran is never answered as failed while Redis can
+// still say so; when it cannot, the error stays ErrMaybeRan.
+func resolve(ctx context.Context, deduct func() error) error {
+	err := deduct()
+	wait := 50 * time.Millisecond
+	for deadline := time.Now().Add(resolveFor); errors.Is(err, store.ErrMaybeRan) && time.Now().Add(wait).Before(deadline); {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+		err = deduct()
+	}
+	return err
 }
 
 // Balance is a user's hot balance, initialised from MySQL if missing.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/internal/correlation"
@@ -101,6 +102,11 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict,
 			Message: "request id " + req.RequestID + " was charged for a request with another body; send a new id for a new request",
 			Details: map[string]any{"requestId": req.RequestID, "deductedFen": ch.Deducted.StringFixed(store.MoneyScale)}}
+	case errors.Is(err, billing.ErrOutcomeUnknown):
+		// Not "nothing was charged": the script may have run (doc/money.md).
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: time.Second,
+			Message: "Redis stopped answering while the charge ran, so it may have been taken: send the same requestId again to learn what was; it never charges twice",
+			Details: map[string]any{"reason": ReasonOutcomeUnknown, "requestId": req.RequestID}}
 	case err != nil:
 		return Unavailable("charge", err)
 	}

@@ -41,6 +41,11 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
+// ReasonOutcomeUnknown is the reason of a 503 to a charge whose script
+// Redis may have run without its answer coming back: unlike any other 503,
+// it does not say that nothing was done.
+const ReasonOutcomeUnknown = "outcome_unknown"
+
 // ErrUnavailable marks a failure of a dependency (broker, store) that the
 // client may retry: the answer is 503.
 var ErrUnavailable = errors.New("a dependency is unavailable")
