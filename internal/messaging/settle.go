@@ -1,0 +1,281 @@
+package messaging
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// settleLag is how long the acks of deliveries settled behind an unsettled
+// one wait for it before they go out one by one: long enough that a burst
+// of settlements leaves as one multiple ack, short enough that one slow
+// handler does not hold the acks of those behind it.
+const settleLag = 3 * time.Millisecond
+
+// Settlement states of a delivery on its channel.
+const (
+	stPending uint8 = iota // handed out, not yet acked or nacked
+	stAck                  // acked by its handler, ack not yet sent
+	stNack                 // nacked by its handler, nack not yet sent
+	stSent                 // its ack or nack went out on its own
+	stKept                 // never handed out: it goes back to the queue with the channel
+)
+
+// ackChannel is what a settler sends on: an *amqp.Channel.
+type ackChannel interface {
+	Ack(tag uint64, multiple bool) error
+	Nack(tag uint64, multiple, requeue bool) error
+}
+
+// settleEvent is a delivery's arrival (add), its handler's answer (settle),
+// its being kept back (keep), or a drain's wait (wait).
+type settleEvent struct {
+	tag  uint64
+	kind uint8 // evAdd, evSettle, evKeep, evWait
+	ack  bool
+	done chan struct{} // evWait: closed when nothing handed out is unsettled
+}
+
+const (
+	evAdd uint8 = iota
+	evSettle
+	evKeep
+	evWait
+)
+
+// SettleStats count the frames a Subscriber's channels sent to settle
+// deliveries.
+type SettleStats struct {
+	MultipleAcks atomic.Int64 // acks that settled a run of deliveries at once
+	SingleAcks   atomic.Int64 // acks of one delivery behind an unsettled one, or of a run of one
+	Nacks        atomic.Int64 // nacks, each of one delivery, each requeueing it
+	Settled      atomic.Int64 // deliveries acked, by any of those
+}
+
+// settler settles the deliveries of one channel with the broker, in
+// delivery-tag order: the unbroken run of acked deliveries at the front of
+// the window goes as one multiple ack; a nack goes out only once the acks
+// before it did, and a multiple ack never reaches past an unsettled, nacked
+// or kept delivery, so it never acks what its handler nacked or what was
+// never handled. Deliveries settled behind one still pending go out one by
+// one after settleLag. One goroutine owns the window; handlers' answers reach
+// it through events, and what gathers while it sends goes in the next frame.
+type settler struct {
+	ch     ackChannel
+	events chan settleEvent
+	quit   chan struct{}
+	dead   chan struct{} // closed when the goroutine has stopped: later answers are dropped
+	stats  *SettleStats
+
+	// the goroutine's own state
+	window  []slot // deliveries by tag, oldest first, none settled at the front but pending or kept ones
+	pending int    // handed out and unsettled
+	unsent  int    // settled (acked or nacked), not yet sent
+	waiters []chan struct{}
+}
+
+type slot struct {
+	tag   uint64
+	state uint8
+}
+
+func newSettler(ch ackChannel, buffer int, stats *SettleStats) *settler {
+	st := &settler{ch: ch, events: make(chan settleEvent, buffer), quit: make(chan struct{}), dead: make(chan struct{}), stats: stats}
+	go st.run()
+	return st
+}
+
+// send passes ev to the goroutine, or drops it once that has stopped.
+func (st *settler) send(ev settleEvent) {
+	select {
+	case st.events <- ev:
+	case <-st.dead:
+	}
+}
+
+func (st *settler) add(tag uint64)            { st.send(settleEvent{tag: tag, kind: evAdd}) }
+func (st *settler) keep(tag uint64)           { st.send(settleEvent{tag: tag, kind: evKeep}) }
+func (st *settler) settle(tag uint64, a bool) { st.send(settleEvent{tag: tag, kind: evSettle, ack: a}) }
+
+// wait returns a channel closed once every delivery handed out is settled
+// and sent, or the settler stopped.
+func (st *settler) wait() <-chan struct{} {
+	done := make(chan struct{})
+	select {
+	case st.events <- settleEvent{kind: evWait, done: done}:
+		return done
+	case <-st.dead:
+		return st.dead
+	}
+}
+
+// stop ends the goroutine; answers after it are dropped (the channel is
+// closing, and the broker requeues what it held unacked).
+func (st *settler) stop() {
+	select {
+	case <-st.quit:
+	default:
+		close(st.quit)
+	}
+	<-st.dead
+}
+
+func (st *settler) run() {
+	defer close(st.dead)
+	lag := time.NewTimer(time.Hour)
+	lag.Stop()
+	armed := false
+	for {
+		select {
+		case ev := <-st.events:
+			st.apply(ev)
+			for more := true; more; {
+				select {
+				case ev := <-st.events:
+					st.apply(ev)
+				default:
+					more = false
+				}
+			}
+			st.flush()
+		case <-lag.C:
+			armed = false
+			st.flushBehind()
+		case <-st.quit:
+			lag.Stop()
+			return
+		}
+		if st.pending == 0 {
+			for _, w := range st.waiters {
+				close(w)
+			}
+			st.waiters = st.waiters[:0]
+		}
+		if !armed && st.settledBehind() {
+			lag.Reset(settleLag)
+			armed = true
+		}
+	}
+}
+
+func (st *settler) apply(ev settleEvent) {
+	switch ev.kind {
+	case evAdd:
+		st.window = append(st.window, slot{tag: ev.tag, state: stPending})
+		st.pending++
+	case evKeep:
+		if i := st.find(ev.tag); i >= 0 && st.window[i].state == stPending {
+			st.window[i].state = stKept
+			st.pending--
+		}
+	case evSettle:
+		if i := st.find(ev.tag); i >= 0 && st.window[i].state == stPending {
+			st.window[i].state = stNack
+			if ev.ack {
+				st.window[i].state = stAck
+			}
+			st.pending--
+			st.unsent++
+		}
+	case evWait:
+		st.waiters = append(st.waiters, ev.done)
+	}
+}
+
+// find returns the index of tag in the window, or -1. Tags of one channel
+// come in order without gaps, so the first guess is right.
+func (st *settler) find(tag uint64) int {
+	if len(st.window) == 0 {
+		return -1
+	}
+	if i := int(tag - st.window[0].tag); tag >= st.window[0].tag && i < len(st.window) && st.window[i].tag == tag {
+		return i
+	}
+	for i, s := range st.window {
+		if s.tag == tag {
+			return i
+		}
+	}
+	return -1
+}
+
+// flush sends what the front of the window allows: runs of acks as one
+// multiple ack each, nacks one by one after the acks before them.
+func (st *settler) flush() {
+	var run uint64 // the last tag of the run of acks not yet sent; 0 for none
+	n := 0
+	i := 0
+loop:
+	for ; i < len(st.window); i++ {
+		s := st.window[i]
+		switch s.state {
+		case stPending, stKept:
+			break loop
+		case stAck:
+			run = s.tag
+			n++
+			st.unsent--
+		case stNack:
+			st.ackRun(run, n)
+			run, n = 0, 0
+			st.nack(s.tag)
+			st.unsent--
+		case stSent:
+			// settled on its own before: a multiple ack reaching past it is
+			// harmless, as the broker no longer holds it.
+		}
+	}
+	st.ackRun(run, n)
+	st.window = st.window[i:]
+	if len(st.window) == 0 {
+		st.window = st.window[:0:0] // let a long-grown array go
+	}
+}
+
+// flushBehind sends, one by one, what was settled behind the front.
+func (st *settler) flushBehind() {
+	for i := range st.window {
+		switch s := &st.window[i]; s.state {
+		case stAck:
+			if st.ch.Ack(s.tag, false) == nil {
+				st.stats.SingleAcks.Add(1)
+				st.stats.Settled.Add(1)
+			}
+			s.state = stSent
+			st.unsent--
+		case stNack:
+			st.nack(s.tag)
+			s.state = stSent
+			st.unsent--
+		}
+	}
+}
+
+// settledBehind says whether, after a flush, deliveries settled behind an
+// unsettled one wait to be sent.
+func (st *settler) settledBehind() bool { return st.unsent > 0 }
+
+// ackRun acks the n deliveries of a run ending at tag, in one frame. A
+// failed send is not retried: the channel is gone, and the broker requeues
+// what it held.
+func (st *settler) ackRun(tag uint64, n int) {
+	if n == 0 {
+		return
+	}
+	if st.ch.Ack(tag, n > 1) != nil {
+		return
+	}
+	if n > 1 {
+		st.stats.MultipleAcks.Add(1)
+	} else {
+		st.stats.SingleAcks.Add(1)
+	}
+	st.stats.Settled.Add(int64(n))
+}
+
+// nack gives a delivery back to its queue: the contract's main queues have
+// no dead-letter exchange, so a nack without requeue would lose it.
+func (st *settler) nack(tag uint64) {
+	if st.ch.Nack(tag, false, true) == nil {
+		st.stats.Nacks.Add(1)
+	}
+}

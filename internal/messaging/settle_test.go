@@ -1,0 +1,146 @@
+package messaging
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// frameLog records what a settler sends, and checks each frame against what
+// the handlers answered so far, as the broker would: an ack of a delivery
+// not (or no longer) outstanding closes the channel.
+type frameLog struct {
+	t      require.TestingT
+	frames []string
+	answer map[uint64]string // "ack" or "nack", as the handler said; absent: pending or kept
+	open   map[uint64]bool   // outstanding at the broker
+	acked  map[uint64]int
+	nacked map[uint64]int
+}
+
+func newFrameLog(t require.TestingT) *frameLog {
+	return &frameLog{t: t, answer: map[uint64]string{}, open: map[uint64]bool{}, acked: map[uint64]int{}, nacked: map[uint64]int{}}
+}
+
+func (f *frameLog) Ack(tag uint64, multiple bool) error {
+	f.frames = append(f.frames, fmt.Sprintf("ack %d multiple=%v", tag, multiple))
+	require.True(f.t, f.open[tag], "ack of %d, which is not outstanding", tag)
+	for t := range f.open {
+		if t == tag || (multiple && t < tag) {
+			require.Equal(f.t, "ack", f.answer[t], "delivery %d acked by a frame, its handler said %q", t, f.answer[t])
+			f.acked[t]++
+			delete(f.open, t)
+		}
+	}
+	return nil
+}
+
+func (f *frameLog) Nack(tag uint64, multiple, requeue bool) error {
+	f.frames = append(f.frames, fmt.Sprintf("nack %d", tag))
+	require.False(f.t, multiple)
+	require.True(f.t, requeue, "a nack always requeues")
+	require.True(f.t, f.open[tag], "nack of %d, which is not outstanding", tag)
+	require.Equal(f.t, "nack", f.answer[tag])
+	f.nacked[tag]++
+	delete(f.open, tag)
+	return nil
+}
+
+// synchronous settler: the test calls apply and flush itself.
+func testSettler(ch ackChannel) *settler {
+	return &settler{ch: ch, stats: &SettleStats{}}
+}
+
+func TestSettlerSendsRunsOfAcksAsOneFrame(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []string // per tag from 1: ack, nack, pending, kept
+		flushes []string // after flush
+		behind  []string // then after flushBehind
+	}{
+		{"all acked", []string{"ack", "ack", "ack", "ack"}, []string{"ack 4 multiple=true"}, nil},
+		{"one acked", []string{"ack"}, []string{"ack 1 multiple=false"}, nil},
+		{"nack first", []string{"nack", "ack", "ack"}, []string{"nack 1", "ack 3 multiple=true"}, nil},
+		{"nack inside", []string{"ack", "ack", "nack", "ack"}, []string{"ack 2 multiple=true", "nack 3", "ack 4 multiple=false"}, nil},
+		{"slow front", []string{"pending", "ack", "nack", "ack"}, nil, []string{"ack 2 multiple=false", "nack 3", "ack 4 multiple=false"}},
+		{"kept front", []string{"kept", "ack"}, nil, []string{"ack 2 multiple=false"}},
+		{"run stops at a slow one", []string{"ack", "ack", "pending", "ack"}, []string{"ack 2 multiple=true"}, []string{"ack 4 multiple=false"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFrameLog(t)
+			st := testSettler(f)
+			for i, a := range c.answers {
+				tag := uint64(i + 1)
+				f.open[tag] = true
+				st.apply(settleEvent{tag: tag, kind: evAdd})
+				switch a {
+				case "ack", "nack":
+					f.answer[tag] = a
+					st.apply(settleEvent{tag: tag, kind: evSettle, ack: a == "ack"})
+				case "kept":
+					st.apply(settleEvent{tag: tag, kind: evKeep})
+				}
+			}
+			st.flush()
+			require.Equal(t, c.flushes, f.frames)
+			f.frames = nil
+			st.flushBehind()
+			require.Equal(t, c.behind, f.frames)
+		})
+	}
+}
+
+// TestSettlerNeverAcksWhatWasNotAcked drives a settler with random
+// arrivals, answers and flushes: every frame must be one the broker
+// accepts, no delivery is acked that its handler nacked or never answered,
+// and once everything is answered and flushed, every delivery was settled
+// exactly once as its handler said.
+func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f := newFrameLog(rt)
+		st := testSettler(f)
+		var next uint64 = 1
+		var unanswered []uint64
+		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			case 0, 1: // a delivery arrives
+				f.open[next] = true
+				st.apply(settleEvent{tag: next, kind: evAdd})
+				unanswered = append(unanswered, next)
+				next++
+			case 2: // a handler answers
+				if len(unanswered) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(unanswered)-1).Draw(rt, "which")
+				tag := unanswered[i]
+				unanswered = append(unanswered[:i], unanswered[i+1:]...)
+				ack := rapid.Bool().Draw(rt, "ack")
+				f.answer[tag] = map[bool]string{true: "ack", false: "nack"}[ack]
+				st.apply(settleEvent{tag: tag, kind: evSettle, ack: ack})
+			case 3:
+				st.flush()
+			case 4:
+				st.flushBehind()
+			}
+		}
+		for _, tag := range unanswered {
+			f.answer[tag] = "ack"
+			st.apply(settleEvent{tag: tag, kind: evSettle, ack: true})
+		}
+		st.flush()
+		require.Empty(rt, f.open, "unsettled at the end")
+		require.Zero(rt, st.pending)
+		require.Zero(rt, st.unsent)
+		for tag := uint64(1); tag < next; tag++ {
+			if f.answer[tag] == "ack" {
+				require.Equal(rt, 1, f.acked[tag], "delivery %d", tag)
+			} else {
+				require.Equal(rt, 1, f.nacked[tag], "delivery %d", tag)
+			}
+		}
+	})
+}

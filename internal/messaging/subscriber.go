@@ -1,0 +1,534 @@
+package messaging
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ErrSubscriberClosed is returned by Subscribe after Close.
+var ErrSubscriberClosed = errors.New("messaging: subscriber closed")
+
+// SubscriberConfig configures a Subscriber. Zero fields take the defaults.
+type SubscriberConfig struct {
+	URL      string
+	Name     string // connection name shown by the broker
+	Prefetch int    // unacked deliveries per channel (Qos), default PrefetchDefault
+	Channels int    // channels per topic, default 1
+	// Topics overrides Channels and Prefetch for the topics it names.
+	Topics map[string]TopicConfig
+	// ShutdownTimeout bounds how long Close waits for the messages it
+	// handed out to be acked or nacked; then their contexts are canceled,
+	// and what is still unsettled goes back to its queue with the channel.
+	ShutdownTimeout time.Duration
+	// FinishHeld: when a subscription stops (Close, or its context ends),
+	// its consumers are cancelled and what the broker had already sent is
+	// still handed out until the library closes the delivery channel, rather
+	// than given back to the queue, from which it would come again flagged
+	// as redelivered (Delivery.Redelivered) though never handled. It needs a
+	// reader until the message channel closes, as a Router is.
+	FinishHeld bool
+	// Initialize does SubscribeInitialize's work for a topic on a channel
+	// of its own. By default it checks that the queue exists (a passive
+	// declare): the contract's queues carry arguments only the topology
+	// knows, and the api declares them.
+	Initialize func(ch *amqp.Channel, topic string) error
+}
+
+// TopicConfig tunes the channels of one topic; zero fields take the
+// Subscriber's.
+type TopicConfig struct {
+	Channels int
+	Prefetch int
+}
+
+// Subscriber is a watermill message.Subscriber of RabbitMQ queues on
+// amqp091-go: the topic is the queue's name. Each Subscribe consumes its
+// queue on a few channels, each with its prefetch, and hands every
+// delivery on as a *message.Message without waiting for its ack, so a
+// Router handles up to prefetch × channels messages at once. The message's
+// UUID is the delivery's id (Delivery.MessageID), its metadata the AMQP
+// headers as text, its payload the body; its context carries the Delivery
+// (DeliveryFrom) and the AMQP delivery (AMQPDeliveryFrom), and ends once the
+// message is acked or nacked, or when a shutdown outlives ShutdownTimeout.
+//
+// Acks are coalesced per channel (settler): the run of settled deliveries
+// goes as one multiple ack, a nack always requeues, and never is a delivery
+// acked that its handler nacked. After a connection loss the subscriber
+// reconnects at once and goes on feeding its subscriptions; messages handed
+// out before are redelivered by the broker, and their late acks dropped.
+type Subscriber struct {
+	cfg   SubscriberConfig
+	log   *slog.Logger
+	stats SettleStats
+
+	mu      sync.Mutex
+	conn    *amqp.Connection // nil while reconnecting
+	raw     net.Conn
+	up      chan struct{} // closed while conn is set
+	keeping bool          // the keeper goroutine runs
+
+	closing    chan struct{} // closed by Close
+	closeOnce  sync.Once
+	shut       chan struct{} // closed when Close has finished
+	hard       context.Context
+	cancelHard context.CancelFunc
+	lanes      sync.WaitGroup // every channel loop of every subscription
+	kept       chan struct{}  // closed when the keeper goroutine ends
+}
+
+// NewSubscriber returns a subscriber of cfg; it connects at its first
+// Subscribe or SubscribeInitialize.
+func NewSubscriber(cfg SubscriberConfig, log *slog.Logger) (*Subscriber, error) {
+	cfg.Prefetch = cmp.Or(cfg.Prefetch, PrefetchDefault)
+	cfg.Channels = cmp.Or(cfg.Channels, 1)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, ShutdownTimeoutDefault)
+	cfg.Name = cmp.Or(cfg.Name, "isle-subscriber")
+	if _, err := amqp.ParseURI(cfg.URL); err != nil {
+		return nil, fmt.Errorf("messaging: subscriber: %w", err)
+	}
+	s := &Subscriber{cfg: cfg, log: log, up: make(chan struct{}), closing: make(chan struct{}), shut: make(chan struct{}), kept: make(chan struct{})}
+	s.hard, s.cancelHard = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Stats are the frames the subscriber sent to settle deliveries.
+func (s *Subscriber) Stats() *SettleStats { return &s.stats }
+
+// connection returns the current connection, dialling the first one (whose
+// error is returned) or waiting for a reconnect until ctx ends.
+func (s *Subscriber) connection(ctx context.Context) (*amqp.Connection, error) {
+	s.mu.Lock()
+	if !s.keeping {
+		defer s.mu.Unlock()
+		select {
+		case <-s.closing:
+			return nil, ErrSubscriberClosed
+		default:
+		}
+		conn, raw, err := dial(ctx, s.cfg.URL, s.cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("messaging: subscriber: %w", err)
+		}
+		s.keeping = true
+		s.setConn(conn, raw)
+		go s.keep(conn, raw)
+		return conn, nil
+	}
+	for s.conn == nil {
+		up := s.up
+		s.mu.Unlock()
+		select {
+		case <-up:
+		case <-s.closing:
+			return nil, ErrSubscriberClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	return s.conn, nil
+}
+
+// setConn makes conn current; s.mu is held.
+func (s *Subscriber) setConn(conn *amqp.Connection, raw net.Conn) {
+	s.conn, s.raw = conn, raw
+	close(s.up)
+}
+
+// keep watches the connection and replaces it when it is lost: at once,
+// then with backoff while the broker refuses.
+func (s *Subscriber) keep(conn *amqp.Connection, raw net.Conn) {
+	defer close(s.kept)
+	for {
+		lost := conn.NotifyClose(make(chan *amqp.Error, 1))
+		select {
+		case <-s.closing:
+			return
+		case err := <-lost:
+			_ = raw.Close() // a channel may be stuck writing to a peer that stopped reading
+			s.mu.Lock()
+			s.conn, s.raw, s.up = nil, nil, make(chan struct{})
+			s.mu.Unlock()
+			s.log.Warn("RabbitMQ subscriber connection lost; reconnecting", "err", err)
+		}
+		began := time.Now()
+		for attempt := 0; ; attempt++ {
+			if !s.pause(backoff(attempt)) {
+				return
+			}
+			var err error
+			if conn, raw, err = dial(context.Background(), s.cfg.URL, s.cfg.Name); err == nil {
+				s.log.Info("RabbitMQ subscriber reconnected", "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
+				break
+			}
+			s.log.Warn("RabbitMQ subscriber could not reconnect", "attempt", attempt+1, "err", err)
+		}
+		s.mu.Lock()
+		s.setConn(conn, raw)
+		s.mu.Unlock()
+	}
+}
+
+// pause waits d; false when the subscriber closes first.
+func (s *Subscriber) pause(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-s.closing:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.closing:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// SubscribeInitialize makes sure topic can be consumed (Initialize).
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	conn, err := s.connection(context.Background())
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("messaging: subscriber: open a channel: %w", err)
+	}
+	defer ch.Close()
+	if s.cfg.Initialize != nil {
+		err = s.cfg.Initialize(ch, topic)
+	} else {
+		_, err = ch.QueueDeclarePassive(topic, true, false, false, false, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("messaging: subscriber: queue %s: %w (run `islectl topology apply`)", topic, err)
+	}
+	return nil
+}
+
+// Subscribe consumes the queue named topic until ctx ends or the
+// subscriber closes; then the returned channel is closed. The first
+// channels open here, so a missing queue is an error now; later failures
+// (a lost connection, a deleted queue) are recovered in the background.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	select {
+	case <-s.closing:
+		return nil, ErrSubscriberClosed
+	default:
+	}
+	conn, err := s.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc := s.cfg.Topics[topic]
+	sub := &subscription{s: s, topic: topic, out: make(chan *message.Message), stop: make(chan struct{}),
+		prefetch: cmp.Or(tc.Prefetch, s.cfg.Prefetch)}
+	n := cmp.Or(tc.Channels, s.cfg.Channels)
+	lanes := make([]*lane, n)
+	for i := range lanes {
+		l := &lane{sub: sub, tag: topic + "#" + strconv.Itoa(i+1) + "." + strconv.FormatInt(laneSeq.Add(1), 10)}
+		if l.ch, l.deliveries, err = sub.open(conn, l.tag); err != nil {
+			for _, o := range lanes[:i] {
+				_ = o.ch.Close()
+			}
+			return nil, err
+		}
+		l.conn = conn
+		lanes[i] = l
+	}
+	s.lanes.Add(n)
+	sub.forwarding.Add(n)
+	for _, l := range lanes {
+		go l.run()
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.closing:
+		}
+		close(sub.stop)
+	}()
+	go func() {
+		sub.forwarding.Wait()
+		close(sub.out)
+	}()
+	return sub.out, nil
+}
+
+// laneSeq numbers consumer tags, unique in the process.
+var laneSeq atomic.Int64
+
+// Close stops every subscription: no new delivery is taken, (FinishHeld)
+// what the channels hold is handed out, the message channels close, and the
+// messages handed out are waited for, up to ShutdownTimeout; then their
+// contexts are canceled, and the connection is closed (what is unacked goes
+// back to its queue). Close may be called many times and from many
+// goroutines (a Router calls it once per handler); each call returns once
+// the shutdown is done.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		go s.shutdown()
+	})
+	<-s.shut
+	return nil
+}
+
+func (s *Subscriber) shutdown() {
+	defer close(s.shut)
+	timer := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
+		s.log.Warn("subscriber shutdown timeout passed; canceling the contexts of messages in flight, they go back to their queues")
+		s.cancelHard()
+	})
+	s.lanes.Wait()
+	timer.Stop()
+	s.cancelHard()
+	s.mu.Lock()
+	keeping, conn := s.keeping, s.conn
+	s.mu.Unlock()
+	if keeping {
+		<-s.kept
+	}
+	if conn != nil {
+		_ = conn.CloseDeadline(time.Now().Add(closeTimeout))
+	}
+}
+
+// subscription is one Subscribe: its topic's channels feed out.
+type subscription struct {
+	s          *Subscriber
+	topic      string
+	prefetch   int
+	out        chan *message.Message
+	stop       chan struct{} // closed when the subscription's context ends or the subscriber closes
+	forwarding sync.WaitGroup
+}
+
+// open opens a channel on conn and consumes the topic's queue on it.
+func (sub *subscription) open(conn *amqp.Connection, tag string) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("messaging: subscribe %s: open a channel: %w", sub.topic, err)
+	}
+	if err := ch.Qos(sub.prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, nil, fmt.Errorf("messaging: subscribe %s: prefetch: %w", sub.topic, err)
+	}
+	deliveries, err := ch.Consume(sub.topic, tag, false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, nil, fmt.Errorf("messaging: subscribe %s: %w (run `islectl topology apply`)", sub.topic, err)
+	}
+	return ch, deliveries, nil
+}
+
+// lane is one channel of a subscription, opened again after it is lost.
+type lane struct {
+	sub        *subscription
+	tag        string
+	conn       *amqp.Connection
+	ch         *amqp.Channel
+	deliveries <-chan amqp.Delivery
+}
+
+func (l *lane) run() {
+	s := l.sub.s
+	defer s.lanes.Done()
+	forwarded := sync.OnceFunc(l.sub.forwarding.Done)
+	defer forwarded()
+	for {
+		st := newSettler(l.ch, 2*l.sub.prefetch, &s.stats)
+		if stopped := l.forward(st); stopped {
+			forwarded()
+			select {
+			case <-st.wait():
+			case <-s.hard.Done():
+			}
+			st.stop()
+			_ = l.ch.Close() // what was never handed out goes back to the queue
+			return
+		}
+		// The channel or its connection is gone: so are its deliveries'
+		// acks, and the broker requeues what it held. Handlers still at work
+		// are not waited for.
+		st.stop()
+		_ = l.ch.Close()
+		if !l.reopen() {
+			return
+		}
+	}
+}
+
+// reopen consumes again on the current connection, once there is one: at
+// once after a reconnect, after a pause when the channel failed alone (its
+// queue was deleted, the broker cancelled the consumer). False when the
+// subscription stops first.
+func (l *lane) reopen() bool {
+	s := l.sub.s
+	for {
+		if !l.conn.IsClosed() {
+			s.log.Warn("consumer cancelled by the broker or its channel closed; consuming again", "queue", l.sub.topic)
+			if !l.wait(resubscribeEvery) {
+				return false
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-l.sub.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		conn, err := s.connection(ctx)
+		cancel()
+		if err != nil {
+			return false
+		}
+		l.conn = conn
+		if l.ch, l.deliveries, err = l.sub.open(conn, l.tag); err == nil {
+			s.log.Info("consuming again", "queue", l.sub.topic)
+			return true
+		}
+		s.log.Warn("cannot consume yet", "queue", l.sub.topic, "err", err)
+		if !conn.IsClosed() && !l.wait(resubscribeEvery) {
+			return false
+		}
+	}
+}
+
+// wait pauses d; false when the subscription stops first.
+func (l *lane) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.sub.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// forward hands the channel's deliveries out until the subscription stops
+// (true) or the deliveries end (false: the channel or connection is gone,
+// or the broker cancelled the consumer).
+func (l *lane) forward(st *settler) bool {
+	for {
+		select {
+		case <-l.sub.stop:
+			return l.finish(st)
+		default:
+		}
+		select {
+		case <-l.sub.stop:
+			return l.finish(st)
+		case d, ok := <-l.deliveries:
+			if !ok {
+				return false
+			}
+			var giveUp <-chan struct{} = l.sub.stop
+			if l.sub.s.cfg.FinishHeld {
+				giveUp = l.sub.s.hard.Done()
+			}
+			if !l.hand(d, st, giveUp) {
+				return l.finish(st)
+			}
+		}
+	}
+}
+
+// finish ends a lane's part in a stop. With FinishHeld the consumer is
+// cancelled, so the broker sends no more, and what the library still holds
+// is handed out until it closes the deliveries (after the broker's
+// cancel-ok); otherwise it goes back to the queue with the channel.
+func (l *lane) finish(st *settler) bool {
+	s := l.sub.s
+	if !s.cfg.FinishHeld {
+		return true
+	}
+	if err := l.ch.Cancel(l.tag, false); err != nil {
+		return true
+	}
+	for d := range l.deliveries {
+		if !l.hand(d, st, s.hard.Done()) {
+			return true
+		}
+	}
+	return true
+}
+
+// hand gives d out as a message, and settles it with the broker when its
+// handler acks or nacks it. False, with d kept back for the queue, when
+// giveUp closes before a reader takes it.
+func (l *lane) hand(d amqp.Delivery, st *settler, giveUp <-chan struct{}) bool {
+	s := l.sub.s
+	msg, cancel := s.message(d, l.sub.topic)
+	st.add(d.DeliveryTag)
+	select {
+	case l.sub.out <- msg:
+	case <-giveUp:
+		cancel()
+		st.keep(d.DeliveryTag)
+		return false
+	}
+	go func() {
+		ack := false
+		select {
+		case <-msg.Acked():
+			ack = true
+		case <-msg.Nacked():
+		case <-s.hard.Done():
+		}
+		cancel() // the message's context ends once it is settled
+		if ack || isClosed(msg.Nacked()) {
+			st.settle(d.DeliveryTag, ack)
+		}
+	}()
+	return true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+type amqpDeliveryKey struct{}
+
+// message builds the watermill message of a delivery from topic, and the
+// cancel of its context.
+func (s *Subscriber) message(d amqp.Delivery, topic string) (*message.Message, context.CancelFunc) {
+	dl := deliveryOf(d, topic)
+	msg := message.NewMessage(dl.MessageID, d.Body)
+	msg.Metadata = message.Metadata(dl.Headers) // shared: neither side changes it
+	ctx, cancel := context.WithCancel(s.hard)
+	msg.SetContext(context.WithValue(withDelivery(ctx, dl), amqpDeliveryKey{}, &d))
+	return msg, cancel
+}
+
+// AMQPDeliveryFrom returns the AMQP delivery a message's context (a
+// Subscriber's) belongs to.
+func AMQPDeliveryFrom(ctx context.Context) (*amqp.Delivery, bool) {
+	d, ok := ctx.Value(amqpDeliveryKey{}).(*amqp.Delivery)
+	return d, ok
+}
