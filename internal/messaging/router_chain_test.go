@@ -44,30 +44,46 @@ func probeQueue(b *testBundle, queue string, found chan<- copyAtReturn) message.
 }
 
 // A failed delivery's copy is in the retry queue, with the retry header + 1
-// and lastError, before the router acks the original; the handler saw the
-// retry header parsed.
+// and lastError, before the router acks the original: while the broker's
+// confirm of the copy is held back the original stays unsettled, and when
+// the chain answers the copy is in the queue. The handler saw the retry
+// header parsed.
 func TestRouterRetryCopyIsConfirmedBeforeTheAck(t *testing.T) {
 	t.Parallel()
 	b := setupSlowRetry(t)
 	dom := b.domain(t, topology.DomainEmail)
+	pub, proxy := proxied(t, b, messaging.PublisherConfig{Timeout: time.Minute})
+	t.Cleanup(func() { _ = pub.Close() })
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	seen := make(chan messaging.Delivery, 1)
 	found := make(chan copyAtReturn, 1)
 	f := newFeeder()
-	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, b.log)...)
+	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, pub, m, messaging.FlowConfig{}, b.log)...)
 	runRouter(t, f, routerRoute{topic: "email", chain: chain, h: func(ctx context.Context, d messaging.Delivery) error {
 		seen <- d
 		return errors.New("smtp refused")
 	}})
 
-	d := delivery(dom.Queue, "m-copy", emailBody, amqp.Table{
+	proxy.Pause() // the copy's publish and its confirm are held
+	msg := f.feed(t, "email", delivery(dom.Queue, "m-copy", emailBody, amqp.Table{
 		dom.RetryHeader: int32(1), messaging.HeaderTraceID: "trace-1", messaging.HeaderTypeID: dom.TypeID,
-	})
-	require.True(t, f.handle(t, "email", d), "the original is acked")
+	}))
 	h := <-seen
 	require.Equal(t, 1, h.Retry, "the handler sees the retry header parsed")
 	require.Empty(t, h.IsleID, "a delivery with an id gets none of its own")
+	require.Never(t, func() bool {
+		select {
+		case <-msg.Acked():
+			return true
+		case <-msg.Nacked():
+			return true
+		default:
+			return false
+		}
+	}, 300*time.Millisecond, poll, "settled before the copy was confirmed")
+	proxy.Resume()
+	require.True(t, acked(t, msg), "the original is acked once the copy is confirmed")
 
 	got := <-found
 	require.NoError(t, got.err)
