@@ -1,8 +1,8 @@
-// The retry pattern of the main queues as watermill middleware. Watermill's
-// own middleware.Retry and middleware.PoisonQueue do not fit the contract:
-// Retry retries in process, holding the message for the whole back-off, and
-// PoisonQueue sends every failure to one topic at once, where each domain
-// has a retry queue, a retry header to count on and a DLQ of its own.
+// The main queues' retry pattern as watermill middleware, rather than
+// watermill's own middleware.Retry (which retries in process, holding the
+// message through its back-off) or middleware.PoisonQueue (which sends every
+// failure to one topic at once): neither fits the contract, where each
+// domain has a retry queue, a retry header to count on and a DLQ of its own.
 
 package messaging
 
