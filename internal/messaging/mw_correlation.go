@@ -1,0 +1,16 @@
+package messaging
+
+import (
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/internal/correlation"
+)
+
+// CorrelationMiddleware puts the delivery's trace id (Delivery.TraceID) in
+// the message's context (correlation.WithTraceID), so that every line the
+// handler and the middleware inside log with that context carries it.
+func CorrelationMiddleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		msg.SetContext(correlation.WithTraceID(msg.Context(), deliveryIn(msg).TraceID))
+		return h(msg)
+	}
+}

@@ -1,0 +1,54 @@
+package messaging
+
+import (
+	"context"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// MetricsMiddleware counts each delivery of domain by its outcome
+// (isle_messages_total) and observes its handler's time
+// (isle_handler_duration_seconds). The outcome is the one the retry or
+// dead-letter middleware inside reports (retried, dead, failed, requeued,
+// stored, ok), with the time of the handler alone, the copy's publish left
+// out. Without one inside, a message the router acks is ok and one it nacks
+// (and so requeues) is requeued. isle_handler_batch_size is not observed: a
+// router's handler takes one message, and the histogram keeps describing
+// the batching consumers.
+func MetricsMiddleware(domain string, m *Metrics) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			slot := &outcomeSlot{}
+			msg.SetContext(context.WithValue(msg.Context(), outcomeKey{}, slot))
+			began := time.Now()
+			out, err := h(msg)
+			if slot.outcome == "" {
+				slot.outcome, slot.took = OutcomeOK, time.Since(began)
+				if err != nil {
+					slot.outcome = OutcomeRequeued
+				}
+			}
+			m.handled(domain, slot.outcome, slot.took)
+			return out, err
+		}
+	}
+}
+
+type outcomeKey struct{}
+
+// outcomeSlot is where the middleware that decides a delivery's outcome
+// leaves it for MetricsMiddleware around it. The middleware of one message
+// run on one goroutine, so it needs no lock.
+type outcomeSlot struct {
+	outcome string
+	took    time.Duration // the handler's time
+}
+
+// report leaves a delivery's outcome, and its handler's time, in the slot
+// ctx carries, if any.
+func report(ctx context.Context, outcome string, took time.Duration) {
+	if s, ok := ctx.Value(outcomeKey{}).(*outcomeSlot); ok {
+		s.outcome, s.took = outcome, took
+	}
+}

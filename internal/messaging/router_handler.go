@@ -1,0 +1,73 @@
+package messaging
+
+import (
+	"cmp"
+	"log/slog"
+	"strings"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// RouterHandler adapts h to a watermill router's handler
+// (Router.AddConsumerHandler): h gets the message's context and the
+// Delivery it carries (DeliveryFrom), as the middleware of MainChain or
+// DeadLetterChain left it. Its error, or its panic, is theirs to deal with.
+func RouterHandler(h HandlerFunc) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		return h(msg.Context(), deliveryIn(msg))
+	}
+}
+
+// MainChain is the middleware of dom's main queue, outermost first: the
+// trace id into the context (CorrelationMiddleware), the metrics
+// (MetricsMiddleware), the retry pattern (RetryMiddleware), panics made
+// errors (RecovererMiddleware), and the handler's timeout
+// (TimeoutMiddleware). Give it to the handler's AddMiddleware.
+func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+	return []message.HandlerMiddleware{
+		CorrelationMiddleware,
+		MetricsMiddleware(dom.Name, m),
+		RetryMiddleware(dom, pub, cfg, log),
+		RecovererMiddleware(log),
+		TimeoutMiddleware(cfg.HandlerTimeout),
+	}
+}
+
+// DeadLetterChain is the middleware of dom's DLQ, outermost first, as
+// MainChain's but for DeadLetterMiddleware in the place of the retry
+// pattern.
+func DeadLetterChain(dom topology.Domain, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+	return []message.HandlerMiddleware{
+		CorrelationMiddleware,
+		MetricsMiddleware(dom.Name, m),
+		DeadLetterMiddleware(dom, cfg, log),
+		RecovererMiddleware(log),
+		TimeoutMiddleware(cfg.HandlerTimeout),
+	}
+}
+
+// deliveryIn is the Delivery msg's context carries, or, for a message that
+// came from another subscriber than Isle's, one read from the message
+// itself: its uuid, payload and metadata (AMQP properties left out).
+func deliveryIn(msg *message.Message) Delivery {
+	if d, ok := DeliveryFrom(msg.Context()); ok {
+		return d
+	}
+	d := Delivery{
+		MessageID: msg.UUID,
+		Body:      msg.Payload,
+		Headers:   make(map[string]string, len(msg.Metadata)),
+		table:     make(amqp.Table, len(msg.Metadata)),
+	}
+	for k, v := range msg.Metadata {
+		if strings.HasPrefix(k, metaPrefix) {
+			continue
+		}
+		d.Headers[k], d.table[k] = v, v
+	}
+	d.TypeID = d.Headers[HeaderTypeID]
+	d.TraceID = cmp.Or(d.Headers[HeaderTraceID], msg.Metadata.Get(metaCorrelation))
+	return d
+}
