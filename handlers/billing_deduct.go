@@ -21,9 +21,10 @@ type Ledger interface {
 }
 
 // BalanceSettler reflects committed ledger entries in the Redis balance
-// (Settle), and deals with a pending record met again by an entry settled
-// before (Resettle: cleared when it is the entry's own, refunded when it is
-// a second charge of the id).
+// (Settle; store.SettleWriter shares one pipeline among concurrent calls),
+// and deals with a pending record met again by an entry settled before
+// (Resettle: cleared when it is the entry's own, refunded when it is a
+// second charge of the id).
 type BalanceSettler interface {
 	Settle(ctx context.Context, entries ...store.SettleEntry) ([]store.SettleResult, error)
 	Resettle(ctx context.Context, e store.SettleEntry) (store.ResettleResult, error)
@@ -50,7 +51,11 @@ func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDedu
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
 func billingDeductConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.TypedBatch(NewBillingDeduct(d.Ledger, store.NewBalances(d.DB, d.Redis), log).HandleBatch)
+	settler := d.Settler
+	if settler == nil {
+		settler = store.NewBalances(d.DB, d.Redis)
+	}
+	return messaging.TypedBatch(NewBillingDeduct(d.Ledger, settler, log).HandleBatch)
 }
 
 // Handle applies one deduction (HandleBatch of one); the delivery, for its
@@ -70,8 +75,8 @@ type deduction struct {
 }
 
 // HandleBatch applies a batch of deductions together: their ledger rows in
-// one transaction (shared with other batches in flight), their Redis side
-// in one pipeline, their settled marks in one update. Each item gets its
+// one transaction, their Redis side in one pipeline, their settled marks in
+// one update, each shared with other calls in flight. Each item gets its
 // own answer: a failure of one never fails the others.
 func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentBillingDeduct]) []error {
 	errs := make([]error, len(items))

@@ -19,7 +19,13 @@ type Deps struct {
 	Redis  *store.Redis
 	Ledger Ledger       // store.LedgerWriter
 	Usage  UsageCounter // store.UsageWriter
-	Log    *slog.Logger // each consumer logs with handler=<its name>
+	// Settler settles deductions in Redis (store.SettleWriter, sharing
+	// pipelines); nil settles each call on its own (store.Balances).
+	Settler BalanceSettler
+	// UsageHashes counts usages in Redis (store.UsageHashWriter, sharing
+	// pipelines); nil counts each call on its own (store.UsageStats).
+	UsageHashes UsageHashes
+	Log         *slog.Logger // each consumer logs with handler=<its name>
 
 	Topology    *topology.Topology // set by Routes
 	Stores      Stores             // the object stores

@@ -21,7 +21,8 @@ type UsageCounter interface {
 	CountUsages(ctx context.Context, us []store.Usage) ([]bool, []error)
 }
 
-// UsageHashes adds usages to the Redis per-model hashes.
+// UsageHashes adds usages to the Redis per-model hashes
+// (store.UsageHashWriter shares one pipeline among concurrent calls).
 type UsageHashes interface {
 	IncrUsage(ctx context.Context, us []store.Usage) error
 }
@@ -46,7 +47,11 @@ func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats 
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
 func usageStatsConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.TypedBatch(NewUsageStats(d.Usage, store.NewUsageStats(d.DB, d.Redis), log).HandleBatch)
+	hashes := d.UsageHashes
+	if hashes == nil {
+		hashes = store.NewUsageStats(d.DB, d.Redis)
+	}
+	return messaging.TypedBatch(NewUsageStats(d.Usage, hashes, log).HandleBatch)
 }
 
 // Handle counts one usage (HandleBatch of one); the delivery, for its
@@ -58,7 +63,7 @@ func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) err
 
 // HandleBatch counts a batch of usages, on the day (UTC+8) they are
 // handled: once each in MySQL (shared transactions), then the ones counted
-// now in the Redis hashes, in one pipeline.
+// now in the Redis hashes, in one pipeline (shared too).
 func (h *UsageStats) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentUsageStats]) []error {
 	day := h.now().In(topology.UTC8)
 	us := make([]store.Usage, len(items))

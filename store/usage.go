@@ -180,17 +180,9 @@ func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 	if len(us) == 0 {
 		return nil
 	}
-	kb := r.Keys()
 	_, err := r.Client(keys.DBAgentPricing).Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, u := range us {
-			key := kb.AgentUsage(u.Model)
-			p.HIncrBy(ctx, key, "inputTokens", u.InputTokens)
-			p.HIncrBy(ctx, key, "cachedTokens", u.CachedTokens)
-			p.HIncrBy(ctx, key, "outputTokens", u.OutputTokens)
-			p.HIncrBy(ctx, key, "reasoningTokens", u.ReasoningTokens)
-			p.HIncrBy(ctx, key, "requestCount", 1)
-			p.HIncrBy(ctx, key, "costMicroFen", u.CostMicroFen)
-			p.SAdd(ctx, kb.AgentUsageModels(), u.Model)
+			queueUsage(ctx, p, r.Keys(), u)
 		}
 		return nil
 	})
@@ -198,6 +190,21 @@ func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 		return fmt.Errorf("store: usage counters: %w", err)
 	}
 	return nil
+}
+
+// queueUsage adds u's commands to p: its counts to its model's hash, and the
+// model to the set of models.
+func queueUsage(ctx context.Context, p redis.Pipeliner, kb keys.Builder, u Usage) []redis.Cmder {
+	key := kb.AgentUsage(u.Model)
+	return []redis.Cmder{
+		p.HIncrBy(ctx, key, "inputTokens", u.InputTokens),
+		p.HIncrBy(ctx, key, "cachedTokens", u.CachedTokens),
+		p.HIncrBy(ctx, key, "outputTokens", u.OutputTokens),
+		p.HIncrBy(ctx, key, "reasoningTokens", u.ReasoningTokens),
+		p.HIncrBy(ctx, key, "requestCount", 1),
+		p.HIncrBy(ctx, key, "costMicroFen", u.CostMicroFen),
+		p.SAdd(ctx, kb.AgentUsageModels(), u.Model),
+	}
 }
 
 // UsageStat is a row of agent_usage_stats: one model's usage on one day.

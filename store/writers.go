@@ -7,12 +7,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// WriterBatchMax is the most items one group-committed transaction of a
-// writer carries.
+// WriterBatchMax is the most items one group-committed transaction (or
+// Redis pipeline) of a writer carries.
 const WriterBatchMax = 100
 
-// OnBatch is told the size of each transaction a writer commits, by
-// batcher ("ledger", "settled", "usage"); nil tells nobody.
+// OnBatch is told the size of each transaction a writer commits, or
+// pipeline it sends, by batcher ("ledger", "settled", "usage",
+// "redis-settle", "redis-usage"); nil tells nobody.
 type OnBatch func(batcher string, n int)
 
 // LedgerWriter applies debits and marks entries settled for concurrent

@@ -16,28 +16,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// writers are the group-committing MySQL writers the consumers share, with
-// the size of each of their transactions in isle_batch_size.
+// writers are the group-committing writers the consumers share — MySQL
+// transactions and Redis pipelines — with the size of each transaction or
+// pipeline in isle_batch_size.
 type writers struct {
-	ledger *store.LedgerWriter
-	usage  *store.UsageWriter
+	ledger      *store.LedgerWriter
+	usage       *store.UsageWriter
+	settle      *store.SettleWriter
+	usageHashes *store.UsageHashWriter
 }
 
 func newWriters(deps *app.Deps, reg prometheus.Registerer) *writers {
 	sizes := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "isle_batch_size",
-		Help:    "Items per MySQL transaction of the group-committing consumers, by batcher.",
+		Help:    "Items per MySQL transaction or Redis pipeline of the group-committing consumers, by batcher.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
 	}, []string{"batcher"})
 	reg.MustRegister(sizes)
 	observe := func(batcher string, n int) { sizes.WithLabelValues(batcher).Observe(float64(n)) }
-	return &writers{ledger: store.NewLedgerWriter(deps.DB, observe), usage: store.NewUsageWriter(deps.DB, observe)}
+	return &writers{ledger: store.NewLedgerWriter(deps.DB, observe), usage: store.NewUsageWriter(deps.DB, observe),
+		settle: store.NewSettleWriter(deps.Redis, observe), usageHashes: store.NewUsageHashWriter(deps.Redis, observe)}
 }
 
 // close finishes what the writers hold; call it after the consumer stopped.
 func (w *writers) close() {
 	w.ledger.Close()
 	w.usage.Close()
+	w.settle.Close()
+	w.usageHashes.Close()
 }
 
 // routes returns every route the worker can run, by handler name
@@ -47,7 +53,7 @@ func (w *writers) close() {
 // with a prefetch that keeps the next batch at hand.
 func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection,
 	log *slog.Logger) map[string]messaging.Route {
-	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Log: log,
+	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
 		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
 		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer}
 	out := map[string]messaging.Route{}
