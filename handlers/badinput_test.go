@@ -101,7 +101,7 @@ type consumerFixture struct {
 	db       *gorm.DB
 	rdb      *store.Redis
 	tp       *topology.Topology
-	consume  map[string]messaging.BatchHandlerFunc
+	consume  map[string]messaging.HandlerFunc
 	dirs     []string // the mailer's and the object stores'
 	source   objstore.Store
 	target   objstore.Store
@@ -115,7 +115,7 @@ type consumerFixture struct {
 
 func newConsumerFixture(t *testing.T) *consumerFixture {
 	t.Helper()
-	f := &consumerFixture{db: storetest.MySQL(t), rdb: storetest.Redis(t), consume: map[string]messaging.BatchHandlerFunc{}}
+	f := &consumerFixture{db: storetest.MySQL(t), rdb: storetest.Redis(t), consume: map[string]messaging.HandlerFunc{}}
 	var err error
 	f.tp, err = topology.New(topology.Config{})
 	require.NoError(t, err)
@@ -217,9 +217,7 @@ func (f *consumerFixture) deliver(t *testing.T, m badMessage) error {
 	require.True(t, ok, "no consumer for %s", domain)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := consume(ctx, []messaging.Delivery{dl})
-	require.Len(t, errs, 1)
-	return errs[0]
+	return consume(messaging.WithDelivery(ctx, dl), dl)
 }
 
 // consumerState is what a bad message must leave as it was: MySQL and

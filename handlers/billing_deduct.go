@@ -50,12 +50,12 @@ func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDedu
 }
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
-func billingDeductConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	settler := d.Settler
 	if settler == nil {
 		settler = store.NewBalances(d.DB, d.Redis)
 	}
-	return messaging.TypedBatch(NewBillingDeduct(d.Ledger, settler, log).HandleBatch)
+	return messaging.Typed(NewBillingDeduct(d.Ledger, settler, log).Handle)
 }
 
 // Handle applies one deduction (HandleBatch of one); the delivery, for its

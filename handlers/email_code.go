@@ -36,8 +36,8 @@ func NewEmailCode(m mail.Mailer, log *slog.Logger) *EmailCode {
 	return &EmailCode{mailer: m, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
 }
 
-func emailCodeConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.Each(messaging.Typed(NewEmailCode(d.Mailer, log).Handle))
+func emailCodeConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewEmailCode(d.Mailer, log).Handle)
 }
 
 // Handle mails m's code, unless it expired.

@@ -35,8 +35,8 @@ func NewIdentityMaterial(ids *store.Identities, s objstore.Store, log *slog.Logg
 	return &IdentityMaterial{ids: ids, store: s, log: log}
 }
 
-func identityMaterialConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.Each(messaging.Typed(NewIdentityMaterial(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle))
+func identityMaterialConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewIdentityMaterial(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle)
 }
 
 // MaterialKey is where a certification's material is stored: a digest of

@@ -45,8 +45,8 @@ func NewObjectReplication(db *gorm.DB, source, target objstore.Store, timeout ti
 	return &ObjectReplication{db: db, source: source, target: target, timeout: timeout, log: log, now: time.Now}
 }
 
-func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.Each(messaging.Typed(NewObjectReplication(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle))
+func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewObjectReplication(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle)
 }
 
 // Handle replicates the object of m's task.

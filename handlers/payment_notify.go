@@ -32,9 +32,9 @@ func NewPaymentNotify(orders *store.Orders, receipts topology.Domain, log *slog.
 	return &PaymentNotify{orders: orders, receipts: receipts, log: log}
 }
 
-func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	h := NewPaymentNotify(store.NewOrders(d.DB, d.Redis), d.domain(topology.DomainPaymentReceipt), log)
-	return messaging.Each(messaging.Typed(h.Handle))
+	return messaging.Typed(h.Handle)
 }
 
 // Handle applies m.

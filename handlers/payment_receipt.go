@@ -33,8 +33,8 @@ func NewPaymentReceipt(db *gorm.DB, orders *store.Orders, m mail.Mailer, log *sl
 	return &PaymentReceipt{orders: orders, accounts: store.NewAccounts(db), mailer: m, log: log}
 }
 
-func paymentReceiptConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.Each(messaging.Typed(NewPaymentReceipt(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log).Handle))
+func paymentReceiptConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewPaymentReceipt(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log).Handle)
 }
 
 // Handle mails m's receipt unless it went out before.

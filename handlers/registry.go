@@ -33,17 +33,21 @@ type Deps struct {
 	CopyTimeout time.Duration      // one replication copy's limit; 0 = none
 }
 
-// A Consumer builds the handler of one domain's main queue. One that
-// groups its writes (one transaction, one pipeline for many deliveries) says
-// Batches, and the worker hands it batches; the others get one delivery at
-// a time (messaging.Each). One that keys a message without an id by its
-// delivery (Delivery.Key) says FinishHeld: a worker that stops handles what
-// its channels hold (messaging.Route.FinishHeld) rather than give it back
-// to come again flagged as redelivered, which such a consumer must take for
-// a message it may have applied (doc/money.md, "Messages without ids").
+// A Consumer builds the handler of one domain's main queue: the worker
+// runs it as a handler of its watermill Router, one message per call, many
+// at once, behind the domain's middleware (messaging.MainChain: retry
+// copies, DLQ, recovery, timeout, metrics). One that groups its writes
+// says Batches: its calls meet in the group-committing writers of Deps
+// (one transaction, one Redis pipeline for the many in flight), and the
+// worker gives its queue a deeper prefetch so that many are. One that keys
+// a message without an id by its delivery (Delivery.Key) says FinishHeld:
+// a worker that stops must hand out what its channels hold rather than
+// give it back to come again flagged as redelivered, which such a consumer
+// must take for a message it may have applied (doc/money.md, "Messages
+// without ids"); the worker's subscriber does so for every queue.
 type Consumer struct {
 	Domain     string
-	New        func(d Deps, log *slog.Logger) messaging.BatchHandlerFunc
+	New        func(d Deps, log *slog.Logger) messaging.HandlerFunc
 	Batches    bool
 	FinishHeld bool
 }
@@ -71,9 +75,9 @@ type Route struct {
 	Name       string
 	Domain     topology.Domain
 	DLQ        bool // the domain's dead-letter queue, which stores dead messages
-	Batches    bool // Handle takes batches
-	FinishHeld bool // a stopping worker handles what the route's channels hold (Consumer.FinishHeld)
-	Handle     messaging.BatchHandlerFunc
+	Batches    bool // its writes are group-committed (Consumer.Batches)
+	FinishHeld bool // a stopping worker hands out what the route's channels hold (Consumer.FinishHeld)
+	Handle     messaging.HandlerFunc
 }
 
 // Routes builds every consumer of tp: the main consumer of each domain in
@@ -91,7 +95,7 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 	for _, dom := range tp.Domains() {
 		if dom.HasRetry() {
 			name := dom.Name + "-dlq"
-			out = append(out, Route{Name: name, Domain: dom, DLQ: true, Handle: messaging.Each(NewDeadLetters(d.DB, dom, d.Log.With("handler", name)).Handle)})
+			out = append(out, Route{Name: name, Domain: dom, DLQ: true, Handle: NewDeadLetters(d.DB, dom, d.Log.With("handler", name)).Handle})
 		}
 	}
 	return out

@@ -29,8 +29,8 @@ func NewScoreUpsert(scores *store.Scores, log *slog.Logger) *ScoreUpsert {
 	return &ScoreUpsert{scores: scores, log: log}
 }
 
-func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
-	return messaging.Each(messaging.Typed(NewScoreUpsert(store.NewScores(d.DB, d.Redis), log).Handle))
+func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	return messaging.Typed(NewScoreUpsert(store.NewScores(d.DB, d.Redis), log).Handle)
 }
 
 // Handle applies m.

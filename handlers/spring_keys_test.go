@@ -3,6 +3,8 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"sync"
 	"testing"
 	"time"
@@ -20,22 +22,20 @@ import (
 )
 
 // springFleet runs the agent-billing and usage consumers as the worker does
-// (handlers.Routes, the retry flow, batches) against the test's RabbitMQ,
+// (a watermill Router over Isle's Subscriber, the retry chain, the
+// group-committing writers) against the test's RabbitMQ,
 // MySQL and Redis, and publishes as the Spring producers do: a __TypeId__
 // header, no message_id, no deductionId, no requestId.
 type springFleet struct {
-	db    *gorm.DB
-	conn  *amqp.Connection
-	tp    *topology.Topology
-	ch    *amqp.Channel
-	seen  *seenDeliveries
-	fail  *failOnce // the ledger's first call for a user fails after its commit
-	hold  *holdOnce // a route's first batch with a body is handled, then answered as not done
-	flow  *messaging.Flow
-	pub   *messaging.Publisher
-	stop  func()
-	cons  *messaging.Consumer
-	ready chan struct{}
+	db   *gorm.DB
+	conn *amqp.Connection
+	tp   *topology.Topology
+	ch   *amqp.Channel
+	seen *seenDeliveries
+	fail *failOnce // the ledger's first call for a user fails after its commit
+	hold *holdOnce // a body's first delivery is handled, then answered as not done
+	pub  *messaging.Publisher
+	stop func()
 }
 
 // seenDeliveries records every delivery the consumers handled.
@@ -44,10 +44,10 @@ type seenDeliveries struct {
 	ds []messaging.Delivery
 }
 
-func (s *seenDeliveries) add(ds []messaging.Delivery) {
+func (s *seenDeliveries) add(d messaging.Delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ds = append(s.ds, ds...)
+	s.ds = append(s.ds, d)
 }
 
 func (s *seenDeliveries) where(ok func(messaging.Delivery) bool) []messaging.Delivery {
@@ -84,47 +84,35 @@ func (f *failOnce) ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.D
 	return res, errs
 }
 
-// holdOnce lets a route handle the first batch holding a body, then answers
-// every delivery of it as not done: the consumer gives them back to the
-// broker, which delivers them again flagged as redelivered, as after a
-// worker that died between its commit and its ack.
+// holdOnce lets a body's first delivery be handled, then answers it as not
+// done, outside the retry chain: the router nacks it, and the broker
+// delivers it again flagged as redelivered, as after a worker that died
+// between its commit and its ack.
 type holdOnce struct {
 	mu     sync.Mutex
 	body   map[string]bool // bodies still to hold once
 	bounce map[string]bool // bodies still to give back once unhandled, as a worker dying before its commit
 }
 
-func (h *holdOnce) wrap(route messaging.RouteFunc) messaging.RouteFunc {
-	return func(ctx context.Context, ds []messaging.Delivery) []error {
+func (h *holdOnce) middleware(next message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		d, _ := messaging.DeliveryFrom(msg.Context())
+		body := string(d.Body)
 		h.mu.Lock()
-		for _, d := range ds {
-			if h.bounce[string(d.Body)] && !d.Redelivered {
-				delete(h.bounce, string(d.Body))
-				h.mu.Unlock()
-				errs := make([]error, len(ds))
-				for i := range errs {
-					errs[i] = errors.New("the worker died before its commit")
-				}
-				return errs
-			}
+		if h.bounce[body] && !d.Redelivered {
+			delete(h.bounce, body)
+			h.mu.Unlock()
+			return nil, errors.New("the worker died before its commit")
 		}
 		h.mu.Unlock()
-		errs := route(ctx, ds)
+		out, err := next(msg)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		held := false
-		for _, d := range ds {
-			if h.body[string(d.Body)] && !d.Redelivered {
-				delete(h.body, string(d.Body))
-				held = true
-			}
+		if h.body[body] && !d.Redelivered {
+			delete(h.body, body)
+			return nil, errors.New("the worker died before its ack")
 		}
-		if held {
-			for i := range errs {
-				errs[i] = errors.New("the worker died before its ack")
-			}
-		}
-		return errs
+		return out, err
 	}
 }
 
@@ -146,7 +134,6 @@ func newSpringFleet(t *testing.T) *springFleet {
 	f.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Name: t.Name()}, tp, m, quiet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.pub.Close() })
-	f.flow = messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 10 * time.Millisecond}, f.pub, m, quiet)
 	ledger, usage := store.NewLedgerWriter(f.db, nil), store.NewUsageWriter(f.db, nil)
 	t.Cleanup(func() { ledger.Close(); usage.Close() })
 	f.fail = &failOnce{Ledger: ledger, user: "carol"}
@@ -154,7 +141,9 @@ func newSpringFleet(t *testing.T) *springFleet {
 		_, err := store.NewAccounts(f.db).Create(context.Background(), u, "", decimal.RequireFromString("100"))
 		require.NoError(t, err)
 	}
-	f.cons, err = messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Name: t.Name()}, quiet)
+	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{URL: storetest.AMQPURL(), Name: t.Name(), Prefetch: 20, FinishHeld: true}, quiet)
+	require.NoError(t, err)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: time.Minute}, watermill.NopLogger{})
 	require.NoError(t, err)
 	deps := handlers.Deps{DB: f.db, Redis: rdb, Ledger: f.fail, Usage: usage, Log: quiet}
 	for _, c := range handlers.Consumers {
@@ -163,28 +152,33 @@ func newSpringFleet(t *testing.T) *springFleet {
 		}
 		dom, _ := tp.Domain(c.Domain)
 		h := c.New(deps, quiet)
-		seen := func(ctx context.Context, ds []messaging.Delivery) []error {
-			errs := h(ctx, ds)
-			f.seen.add(ds)
-			return errs
+		seen := func(ctx context.Context, d messaging.Delivery) error {
+			err := h(ctx, d)
+			f.seen.add(d)
+			return err
 		}
-		f.cons.Add(messaging.Route{Name: c.Domain, Queue: dom.Queue, Batch: 10, Handle: f.hold.wrap(f.flow.Main(dom, seen))})
+		rh := router.AddConsumerHandler(c.Domain, dom.Queue, sub, messaging.RouterHandler(seen))
+		rh.AddMiddleware(append([]message.HandlerMiddleware{f.hold.middleware},
+			messaging.MainChain(dom, f.pub, m, messaging.FlowConfig{RequeueDelay: 10 * time.Millisecond}, quiet)...)...)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- f.cons.Run(ctx) }()
+	go func() { done <- router.Run(context.Background()) }()
 	select {
-	case <-f.cons.Running():
+	case <-router.Running():
 	case err := <-done:
-		t.Fatalf("consumer: %v", err)
+		t.Fatalf("router: %v", err)
 	}
+	var once sync.Once
 	f.stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			t.Errorf("consumer did not stop")
-		}
+		once.Do(func() {
+			_ = router.Close()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Errorf("router did not stop")
+			}
+			_ = sub.Close()
+		})
 	}
 	t.Cleanup(f.stop)
 	f.ch, err = conn.Channel()

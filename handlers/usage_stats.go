@@ -46,12 +46,12 @@ func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats 
 }
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
-func usageStatsConsumer(d Deps, log *slog.Logger) messaging.BatchHandlerFunc {
+func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	hashes := d.UsageHashes
 	if hashes == nil {
 		hashes = store.NewUsageStats(d.DB, d.Redis)
 	}
-	return messaging.TypedBatch(NewUsageStats(d.Usage, hashes, log).HandleBatch)
+	return messaging.Typed(NewUsageStats(d.Usage, hashes, log).Handle)
 }
 
 // Handle counts one usage (HandleBatch of one); the delivery, for its

@@ -53,9 +53,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer pub.Close()
-	flow := messaging.NewFlow(messaging.FlowConfig{HandlerTimeout: cfg.Worker.HandlerTimeout}, pub, metrics, log)
 	w := newWriters(deps, reg)
-	defer w.close() // after the consumer drained: handlers in flight wait on it
+	defer w.close() // after the router stopped: handlers in flight wait on it
 	stores, err := app.OpenStores(cfg.Objects)
 	if err != nil {
 		return err
@@ -64,20 +63,27 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	selected, err := selectRoutes(routes(deps, flow, w, stores, mailer, cfg.Worker, log), *handlerSpec)
+	selected, err := selectRoutes(routes(deps, w, stores, mailer, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}
-
-	consumer, err := messaging.NewConsumer(messaging.ConsumerConfig{
-		URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+	// Every route hands out what its channels hold when the worker stops
+	// (FinishHeld): the billing and usage consumers must, as a delivery
+	// given back comes again flagged as redelivered (handlers.Consumer).
+	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{
+		URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
+		ShutdownTimeout: cfg.Worker.ShutdownTimeout, FinishHeld: true,
 	}, log)
+	if err != nil {
+		return err
+	}
+	defer sub.Close() // waits for the acks of what was handled to go out
+	router, err := newRouter(selected, sub, pub, metrics, cfg.Worker, log)
 	if err != nil {
 		return err
 	}
 	names := make([]string, len(selected))
 	for i, r := range selected {
-		consumer.Add(r)
 		names[i] = r.Name
 	}
 	checks := append(deps.Checks(), app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
@@ -92,16 +98,22 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	go func() {
+		<-ctx.Done()
+		log.Info("draining: no new deliveries; waiting for handlers in flight", "timeout", cfg.Worker.ShutdownTimeout)
+		_ = router.Close()
+	}()
+	go func() {
 		select {
-		case <-consumer.Running():
+		case <-router.Running():
 			log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
 				"handlers", strings.Join(names, ","), "prefetch", cfg.Worker.Prefetch)
 		case <-ctx.Done():
 		}
 	}()
-	if err := consumer.Run(ctx); err != nil {
+	if err := router.Run(ctx); err != nil {
 		return err
 	}
+	_ = sub.Close()
 	log.Info("worker stopped")
 	return nil
 }

@@ -46,35 +46,41 @@ func (w *writers) close() {
 	w.usageHashes.Close()
 }
 
-// routes returns every route the worker can run, by handler name
-// (handlers.Routes): the main consumer of each domain the registry has, and
-// each domain's DLQ consumer ("<domain>-dlq"), wrapped in the retry flow.
-// The consumers that take batches get up to WORKER_BATCH deliveries a call,
-// with a prefetch that keeps the next batch at hand.
-func routes(deps *app.Deps, flow *messaging.Flow, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection,
-	log *slog.Logger) map[string]messaging.Route {
+// route is one handler of the worker's Router: a consumer of the registry
+// (handlers.Routes), the queue it consumes, and its channels there.
+type route struct {
+	handlers.Route
+	queue string
+	tune  messaging.TopicConfig
+}
+
+// routes returns every route the worker can run, by handler name: the main
+// consumer of each domain the registry has, on WORKER_CONCURRENCY channels
+// of its queue, and each domain's DLQ consumer ("<domain>-dlq") on one. The
+// group-committing consumers' channels hold at least two WORKER_BATCH of
+// deliveries, so that a commit carries many.
+func routes(deps *app.Deps, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
 	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
 		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
 		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer}
-	out := map[string]messaging.Route{}
+	out := map[string]route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
 		if r.DLQ {
-			out[r.Name] = messaging.Route{Name: r.Name, Queue: r.Domain.DLQ, Concurrency: 1, Handle: flow.DLQ(r.Domain, r.Handle)}
+			out[r.Name] = route{Route: r, queue: r.Domain.DLQ, tune: messaging.TopicConfig{Channels: 1}}
 			continue
 		}
-		route := messaging.Route{Name: r.Name, Queue: r.Domain.Queue, Concurrency: cfg.Concurrency[r.Name], FinishHeld: r.FinishHeld,
-			Handle: flow.Main(r.Domain, r.Handle)}
+		rt := route{Route: r, queue: r.Domain.Queue, tune: messaging.TopicConfig{Channels: cfg.Concurrency[r.Name]}}
 		if r.Batches {
-			route.Batch = cfg.Batch
+			rt.tune.Prefetch = max(cfg.Prefetch, 2*cfg.Batch)
 		}
-		out[r.Name] = route
+		out[r.Name] = rt
 	}
 	return out
 }
 
 // selectRoutes picks the routes -handlers names: "all", "dlq" (every DLQ
 // consumer), domain names and "<domain>-dlq".
-func selectRoutes(available map[string]messaging.Route, spec string) ([]messaging.Route, error) {
+func selectRoutes(available map[string]route, spec string) ([]route, error) {
 	names := make([]string, 0, len(available))
 	for n := range available {
 		names = append(names, n)
@@ -104,7 +110,7 @@ func selectRoutes(available map[string]messaging.Route, spec string) ([]messagin
 	if len(picked) == 0 {
 		return nil, fmt.Errorf("-handlers %q selects nothing", spec)
 	}
-	out := make([]messaging.Route, len(picked))
+	out := make([]route, len(picked))
 	for i, n := range picked {
 		out[i] = available[n]
 	}

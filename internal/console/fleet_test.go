@@ -3,6 +3,8 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"io"
 	"log/slog"
 	"net/http"
@@ -119,23 +121,25 @@ func (f *fleet) startBillingConsumer(t *testing.T, ctx context.Context, log *slo
 	t.Helper()
 	ledger, usage := store.NewLedgerWriter(f.db, nil), store.NewUsageWriter(f.db, nil)
 	t.Cleanup(func() { ledger.Close(); usage.Close() })
-	flow := messaging.NewFlow(messaging.FlowConfig{}, f.pub, nil, log)
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Name: "console-test-worker"}, log)
+	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{URL: storetest.AMQPURL(), Name: "console-test-worker", FinishHeld: true}, log)
+	require.NoError(t, err)
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	require.NoError(t, err)
 	dom, _ := f.tp.Domain(topology.DomainAgentBilling)
 	hd := handlers.Deps{DB: f.db, Redis: f.redis, Ledger: ledger, Usage: usage, Log: log, Topology: f.tp}
 	for _, cons := range handlers.Consumers {
 		if cons.Domain == dom.Name {
-			c.Add(messaging.Route{Name: dom.Name, Queue: dom.Queue, Batch: 10, Handle: flow.Main(dom, cons.New(hd, log))})
+			router.AddConsumerHandler(dom.Name, dom.Queue, sub, messaging.RouterHandler(cons.New(hd, log))).
+				AddMiddleware(messaging.MainChain(dom, f.pub, nil, messaging.FlowConfig{}, log)...)
 		}
 	}
-	c.Add(messaging.Route{Name: dom.Name + "-dlq", Queue: dom.DLQ, Handle: flow.DLQ(dom, messaging.Each(handlers.NewDeadLetters(f.db, dom, log).Handle))})
-	ctx, cancel := context.WithCancel(ctx)
+	router.AddConsumerHandler(dom.Name+"-dlq", dom.DLQ, sub, messaging.RouterHandler(handlers.NewDeadLetters(f.db, dom, log).Handle)).
+		AddMiddleware(messaging.DeadLetterChain(dom, nil, messaging.FlowConfig{}, log)...)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(done); _ = router.Run(ctx) }()
+	t.Cleanup(func() { _ = router.Close(); <-done; _ = sub.Close() })
 	select {
-	case <-c.Running():
+	case <-router.Running():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the billing consumer did not start")
 	}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/eisland/isle/cmd/internal/app"
+	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/internal/mail"
+	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/store/storetest"
+	"github.com/eisland/isle/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// The worker's Router has, for every domain of the contract, exactly one
+// handler of its main queue (or the domain is in handlers.NotConsumed, with
+// its reason, and has none) and exactly one of its DLQ; no handler consumes
+// a queue the topology lacks.
+func TestRouterHandlesEveryQueueOnce(t *testing.T) {
+	cfg, err := config.LoadWorker(func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	deps := &app.Deps{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
+	w := newWriters(deps, prometheus.NewRegistry())
+	t.Cleanup(w.close)
+	stores := app.Stores{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
+	mailer, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	selected, err := selectRoutes(routes(deps, w, stores, mailer, cfg.Worker, log), "all")
+	require.NoError(t, err)
+	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{URL: storetest.AMQPURL()}, log)
+	require.NoError(t, err)
+	router, err := newRouter(selected, sub, nil, messaging.NewMetrics(prometheus.NewRegistry()), cfg.Worker, log)
+	require.NoError(t, err)
+
+	queueOf := map[string]string{}
+	for _, rt := range selected {
+		queueOf[rt.Name] = rt.queue
+	}
+	handled := map[string]int{}
+	for name := range router.Handlers() {
+		q, ok := queueOf[name]
+		require.True(t, ok, "handler %s is not a route", name)
+		handled[q]++
+	}
+	known := map[string]bool{}
+	for _, d := range tp.Domains() {
+		if d.Queue != "" {
+			known[d.Queue] = true
+			if why, skipped := handlers.NotConsumed[d.Name]; skipped {
+				require.NotEmpty(t, why, d.Name)
+				require.Zero(t, handled[d.Queue], "%s is in NotConsumed yet has a handler", d.Name)
+			} else {
+				require.Equal(t, 1, handled[d.Queue], "handlers of %s's main queue %s", d.Name, d.Queue)
+			}
+		}
+		if d.DLQ != "" {
+			known[d.DLQ] = true
+			require.Equal(t, 1, handled[d.DLQ], "handlers of %s's DLQ %s", d.Name, d.DLQ)
+		}
+	}
+	for q := range handled {
+		require.True(t, known[q], "a handler consumes %s, which the topology lacks", q)
+	}
+}
+
+func fileStore(t *testing.T) objstore.Store {
+	s, err := objstore.Open("file://"+t.TempDir(), objstore.Options{})
+	require.NoError(t, err)
+	return s
+}
