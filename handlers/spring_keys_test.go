@@ -159,7 +159,7 @@ func newSpringFleet(t *testing.T) *springFleet {
 		}
 		rh := router.AddConsumerHandler(c.Domain, dom.Queue, sub, messaging.RouterHandler(seen))
 		rh.AddMiddleware(append([]message.HandlerMiddleware{f.hold.middleware},
-			messaging.MainChain(dom, f.pub, m, messaging.FlowConfig{RequeueDelay: 10 * time.Millisecond}, quiet)...)...)
+			messaging.MainChain(dom, f.pub, m, messaging.ChainConfig{RequeueDelay: 10 * time.Millisecond}, quiet)...)...)
 	}
 	done := make(chan error, 1)
 	go func() { done <- router.Run(context.Background()) }()

@@ -35,7 +35,7 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 	defer pub.Close()
 	db := storetest.MySQL(t)
 	dom, _ := tp.Domain(topology.DomainAgentBilling)
-	flow := messaging.NewFlow(messaging.FlowConfig{}, pub, m, log)
+	flow := messaging.NewFlow(messaging.ChainConfig{}, pub, m, log)
 
 	var healthy atomic.Bool
 	var mu sync.Mutex

@@ -55,7 +55,7 @@ func setupWholePrefetch(t *testing.T, log *slog.Logger, prefetch int) *wholeBund
 	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Timeout: 2 * time.Minute}, tp, m, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
-	flow := messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
+	flow := messaging.NewFlow(messaging.ChainConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
 	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: prefetch}, log)
 	require.NoError(t, err)
 	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, messaging.Each(func(_ context.Context, d messaging.Delivery) error {

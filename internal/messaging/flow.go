@@ -43,8 +43,9 @@ const (
 	maxErrorText          = 2000
 )
 
-// FlowConfig configures a Flow. Zero fields take the defaults.
-type FlowConfig struct {
+// ChainConfig tunes the middleware of MainChain and DeadLetterChain (and a
+// Flow). Zero fields take the defaults.
+type ChainConfig struct {
 	HandlerTimeout time.Duration // bound on one handler call (keep it under the broker's consumer_timeout)
 	RequeueDelay   time.Duration // pause before a nack that requeues, so a broken broker is not spun on
 }
@@ -59,7 +60,7 @@ type Flow struct {
 }
 
 // NewFlow returns a Flow that publishes retry and DLQ copies with pub.
-func NewFlow(cfg FlowConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow {
+func NewFlow(cfg ChainConfig, pub *Publisher, m *Metrics, log *slog.Logger) *Flow {
 	return &Flow{
 		pub: pub, metrics: m, log: log,
 		timeout: cmp.Or(cfg.HandlerTimeout, HandlerTimeoutDefault),

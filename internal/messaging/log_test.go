@@ -56,7 +56,7 @@ func TestLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	dom := b.domain(t, topology.DomainEmail)
 	logs := &logBuffer{}
 	log := slog.New(correlation.Handler(slog.NewJSONHandler(logs, nil)))
-	flow := messaging.NewFlow(messaging.FlowConfig{}, b.pub, b.metrics, log)
+	flow := messaging.NewFlow(messaging.ChainConfig{}, b.pub, b.metrics, log)
 	calls := newCounter()
 	b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue,
 		Handle: flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {

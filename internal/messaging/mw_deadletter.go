@@ -19,7 +19,7 @@ import (
 // message whole) is logged as such, with the message id and size, and
 // counted as failed, so that it is seen and fixed; any other (the database
 // is down) is counted as requeued. A message stored is counted as stored.
-func DeadLetterMiddleware(dom topology.Domain, cfg FlowConfig, log *slog.Logger) message.HandlerMiddleware {
+func DeadLetterMiddleware(dom topology.Domain, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
 	delay := cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {

@@ -30,7 +30,7 @@ import (
 // shutdown timeout passed), at once and without a copy. A domain without
 // retries (usage stats) logs and counts the failure and answers nil. The
 // outcome goes to MetricsMiddleware around it.
-func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg FlowConfig, log *slog.Logger) message.HandlerMiddleware {
+func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
 	r := &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {

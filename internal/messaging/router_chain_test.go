@@ -59,7 +59,7 @@ func TestRouterRetryCopyIsConfirmedBeforeTheAck(t *testing.T) {
 	seen := make(chan messaging.Delivery, 1)
 	found := make(chan copyAtReturn, 1)
 	f := newFeeder()
-	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, pub, m, messaging.FlowConfig{}, b.log)...)
+	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, pub, m, messaging.ChainConfig{}, b.log)...)
 	runRouter(t, f, routerRoute{topic: "email", chain: chain, h: func(ctx context.Context, d messaging.Delivery) error {
 		seen <- d
 		return errors.New("smtp refused")
@@ -115,7 +115,7 @@ func TestRouterIdlessDeliveryGetsAnIDItsCopyCarries(t *testing.T) {
 	dom := b.domain(t, topology.DomainEmail)
 	seen := make(chan messaging.Delivery, 2)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.FlowConfig{}, b.log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.ChainConfig{}, b.log),
 		h: func(ctx context.Context, d messaging.Delivery) error {
 			seen <- d
 			if d.Retry == 0 {
@@ -151,7 +151,7 @@ func TestRouterSpentOrPermanentFailuresGoToTheDLQWithTheirReason(t *testing.T) {
 	m := messaging.NewMetrics(reg)
 	calls := newCounter()
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, b.log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, b.log),
 		h: jsonHandler(calls, func(int) error { return errors.New("down") })})
 
 	for _, tc := range []struct {
@@ -192,7 +192,7 @@ func TestRouterPanicsAreRetriedLikeErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "identity", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, log),
+	runRouter(t, f, routerRoute{topic: "identity", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, log),
 		h: func(ctx context.Context, d messaging.Delivery) error {
 			var seen map[string]int
 			seen[d.MessageID]++ // a nil map in the handler
@@ -231,7 +231,7 @@ func TestRouterCopyThatCannotBePublishedIsNackedAfterTheRequeueDelay(t *testing.
 	m := messaging.NewMetrics(reg)
 	const delay = 200 * time.Millisecond
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, closed, m, messaging.FlowConfig{RequeueDelay: delay}, log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, closed, m, messaging.ChainConfig{RequeueDelay: delay}, log),
 		h: func(context.Context, messaging.Delivery) error { return errors.New("smtp refused") }})
 
 	began := time.Now()
@@ -258,7 +258,7 @@ func TestRouterShutdownRequeuesWithoutACopy(t *testing.T) {
 	m := messaging.NewMetrics(reg)
 	started := make(chan struct{})
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{RequeueDelay: time.Hour}, log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{RequeueDelay: time.Hour}, log),
 		h: func(ctx context.Context, d messaging.Delivery) error {
 			close(started)
 			<-ctx.Done() // a handler stuck on a slow dependency
@@ -286,7 +286,7 @@ func TestRouterHandlerTimeoutIsRetried(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{HandlerTimeout: 50 * time.Millisecond}, b.log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{HandlerTimeout: 50 * time.Millisecond}, b.log),
 		h: func(ctx context.Context, d messaging.Delivery) error {
 			<-ctx.Done()
 			return ctx.Err()
@@ -309,7 +309,7 @@ func TestRouterDomainWithoutRetryAcksFailures(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "usage", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, log),
+	runRouter(t, f, routerRoute{topic: "usage", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, log),
 		h: func(context.Context, messaging.Delivery) error { return errors.New("db down") }})
 	require.True(t, f.handle(t, "usage", delivery(dom.Queue, "m-usage", `{"modelName":"m"}`, nil)))
 	line := logs.line(t, "handler failed; the domain has no retry")
@@ -332,7 +332,7 @@ func TestRouterLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	log, logs := jsonLogger()
 	calls := newCounter()
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.FlowConfig{}, log),
+	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.ChainConfig{}, log),
 		h: func(ctx context.Context, d messaging.Delivery) error {
 			if calls.see(d) == 1 {
 				panic("first call")
@@ -392,7 +392,7 @@ func TestRouterAlwaysFailingMessageIsCalledMaxPlusOneTimesThenStored(t *testing.
 	dom := b.domain(t, topology.DomainEmail) // max 3 retries
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
-	cfg := messaging.FlowConfig{RequeueDelay: 50 * time.Millisecond}
+	cfg := messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond}
 	calls := newCounter()
 	f := newFeeder()
 	runRouter(t, f,
@@ -453,7 +453,7 @@ func TestRouterDeadLetterChainStoresOrRequeues(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	const delay = 100 * time.Millisecond
-	cfg := messaging.FlowConfig{RequeueDelay: delay}
+	cfg := messaging.ChainConfig{RequeueDelay: delay}
 	f := newFeeder()
 	seen := make(chan messaging.Delivery, 1)
 	runRouter(t, f,

@@ -25,7 +25,7 @@ func RouterHandler(h HandlerFunc) message.NoPublishHandlerFunc {
 // (MetricsMiddleware), the retry pattern (RetryMiddleware), panics made
 // errors (RecovererMiddleware), and the handler's timeout
 // (TimeoutMiddleware). Give it to the handler's AddMiddleware.
-func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg ChainConfig, log *slog.Logger) []message.HandlerMiddleware {
 	return []message.HandlerMiddleware{
 		CorrelationMiddleware,
 		MetricsMiddleware(dom.Name, m),
@@ -38,7 +38,7 @@ func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg FlowConfig, 
 // DeadLetterChain is the middleware of dom's DLQ, outermost first, as
 // MainChain's but for DeadLetterMiddleware in the place of the retry
 // pattern.
-func DeadLetterChain(dom topology.Domain, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+func DeadLetterChain(dom topology.Domain, m *Metrics, cfg ChainConfig, log *slog.Logger) []message.HandlerMiddleware {
 	return []message.HandlerMiddleware{
 		CorrelationMiddleware,
 		MetricsMiddleware(dom.Name, m),

@@ -63,7 +63,7 @@ func setup(t *testing.T) *testBundle {
 	t.Cleanup(func() { _ = pub.Close() })
 	return &testBundle{
 		conn: conn, tp: tp, db: storetest.MySQL(t), pub: pub, metrics: m, log: log,
-		flow: messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 50 * time.Millisecond}, pub, m, log),
+		flow: messaging.NewFlow(messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond}, pub, m, log),
 	}
 }
 
