@@ -63,7 +63,8 @@ func (s *seenDeliveries) where(ok func(messaging.Delivery) bool) []messaging.Del
 }
 
 // failOnce applies a user's first debits and then answers an error, as
-// when the commit's answer is lost: the flow makes retry copies.
+// when the commit's answer is lost: the retry middleware makes retry
+// copies.
 type failOnce struct {
 	handlers.Ledger
 	mu   sync.Mutex
