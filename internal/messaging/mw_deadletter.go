@@ -9,9 +9,9 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// DeadLetterMiddleware is the pattern of dom's DLQ, as Flow.DLQ applies
-// it: before the handler, which stores dead messages, the delivery's retry
-// header is parsed (Delivery.Retry) and its headers are rendered as JSON
+// DeadLetterMiddleware is the pattern of dom's DLQ. Before the handler,
+// which stores dead messages, the delivery's retry header is parsed
+// (Delivery.Retry) and its headers are rendered as JSON
 // (Delivery.HeadersJSON). A DLQ has no DLQ of its own, so a failure never
 // drops the message: the middleware answers the error after a pause
 // (cfg.RequeueDelay), and the router nacks the delivery back to its queue
