@@ -62,7 +62,14 @@ func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 // message id, comes from ctx.
 func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
 	d, _ := messaging.DeliveryFrom(ctx)
-	return h.HandleBatch(ctx, []messaging.Item[topology.AgentBillingDeduct]{{Delivery: d, Msg: m}})[0]
+	return h.HandleBatch(ctx, []DeductItem{{Delivery: d, Msg: m}})[0]
+}
+
+// DeductItem is one deduction of a HandleBatch: its record, and the
+// delivery that brought it (its key, its Redelivered flag).
+type DeductItem struct {
+	Delivery messaging.Delivery
+	Msg      topology.AgentBillingDeduct
 }
 
 // deduction is one item of a batch on its way through HandleBatch.
@@ -78,7 +85,7 @@ type deduction struct {
 // one transaction, their Redis side in one pipeline, their settled marks in
 // one update, each shared with other calls in flight. Each item gets its
 // own answer: a failure of one never fails the others.
-func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentBillingDeduct]) []error {
+func (h *BillingDeduct) HandleBatch(ctx context.Context, items []DeductItem) []error {
 	errs := make([]error, len(items))
 	var todo []deduction
 	var debits []store.Debit
@@ -101,7 +108,8 @@ func (h *BillingDeduct) HandleBatch(ctx context.Context, items []messaging.Item[
 		if !dd.fromIsle {
 			// A producer without deduction ids (the Java backend): keyed by
 			// its message id, or, for a message without one, by the id the
-			// flow gave this delivery (doc/money.md, "Messages without ids").
+			// retry middleware gave this delivery (doc/money.md, "Messages
+			// without ids").
 			dd.id = store.ForeignKey(it.Delivery.Key(), ledgerIDMax)
 			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
 				sameBody = store.ForeignKey(it.Delivery.SameBody(), ledgerIDMax)

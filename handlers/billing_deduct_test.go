@@ -147,11 +147,11 @@ func TestBillingDeductBatchAnswersEachItem(t *testing.T) {
 	l, b := newFakeLedger(), &fakeBalance{}
 	l.missing = "ghost"
 	h := handlers.NewBillingDeduct(l, b, quiet)
-	item := func(id, user, amount string) messaging.Item[topology.AgentBillingDeduct] {
-		return messaging.Item[topology.AgentBillingDeduct]{Delivery: messaging.Delivery{MessageID: "m-" + id},
+	item := func(id, user, amount string) handlers.DeductItem {
+		return handlers.DeductItem{Delivery: messaging.Delivery{MessageID: "m-" + id},
 			Msg: topology.AgentBillingDeduct{DeductionID: id, Username: user, AmountFen: amount, ModelName: "m"}}
 	}
-	errs := h.HandleBatch(context.Background(), []messaging.Item[topology.AgentBillingDeduct]{
+	errs := h.HandleBatch(context.Background(), []handlers.DeductItem{
 		item("a", "u", "1"), item("b", "ghost", "1"), item("c", "u", "-1"), item("d", "v", "2"), item("a", "u", "1"),
 	})
 	require.NoError(t, errs[0])

@@ -63,7 +63,8 @@ func (s *seenDeliveries) where(ok func(messaging.Delivery) bool) []messaging.Del
 }
 
 // failOnce applies a user's first debits and then answers an error, as
-// when the commit's answer is lost: the flow makes retry copies.
+// when the commit's answer is lost: the retry middleware makes retry
+// copies.
 type failOnce struct {
 	handlers.Ledger
 	mu   sync.Mutex
@@ -159,7 +160,7 @@ func newSpringFleet(t *testing.T) *springFleet {
 		}
 		rh := router.AddConsumerHandler(c.Domain, dom.Queue, sub, messaging.RouterHandler(seen))
 		rh.AddMiddleware(append([]message.HandlerMiddleware{f.hold.middleware},
-			messaging.MainChain(dom, f.pub, m, messaging.FlowConfig{RequeueDelay: 10 * time.Millisecond}, quiet)...)...)
+			messaging.MainChain(dom, f.pub, m, messaging.ChainConfig{RequeueDelay: 10 * time.Millisecond}, quiet)...)...)
 	}
 	done := make(chan error, 1)
 	go func() { done <- router.Run(context.Background()) }()

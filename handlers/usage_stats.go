@@ -29,7 +29,8 @@ type UsageHashes interface {
 
 // UsageStats upserts per-model per-day deltas into agent_usage_stats and
 // HINCRBYs agent:usage:{model} (doc/money.md). The domain has no retry (the
-// 002: fire-and-forget): a failure is logged and counted by the flow.
+// 002: fire-and-forget): a failure is logged and counted by
+// messaging.RetryMiddleware, and the message acked.
 type UsageStats struct {
 	counter UsageCounter
 	hashes  UsageHashes
@@ -58,13 +59,20 @@ func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 // message id, comes from ctx.
 func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) error {
 	d, _ := messaging.DeliveryFrom(ctx)
-	return h.HandleBatch(ctx, []messaging.Item[topology.AgentUsageStats]{{Delivery: d, Msg: m}})[0]
+	return h.HandleBatch(ctx, []UsageItem{{Delivery: d, Msg: m}})[0]
+}
+
+// UsageItem is one usage of a HandleBatch: its record, and the delivery
+// that brought it (its key, its Redelivered flag).
+type UsageItem struct {
+	Delivery messaging.Delivery
+	Msg      topology.AgentUsageStats
 }
 
 // HandleBatch counts a batch of usages, on the day (UTC+8) they are
 // handled: once each in MySQL (shared transactions), then the ones counted
 // now in the Redis hashes, in one pipeline (shared too).
-func (h *UsageStats) HandleBatch(ctx context.Context, items []messaging.Item[topology.AgentUsageStats]) []error {
+func (h *UsageStats) HandleBatch(ctx context.Context, items []UsageItem) []error {
 	day := h.now().In(topology.UTC8)
 	us := make([]store.Usage, len(items))
 	for i, it := range items {

@@ -22,11 +22,11 @@ func newRouter(selected []route, sub message.Subscriber, pub *messaging.Publishe
 	if err != nil {
 		return nil, err
 	}
-	flow := messaging.FlowConfig{HandlerTimeout: cfg.HandlerTimeout}
+	chainCfg := messaging.ChainConfig{HandlerTimeout: cfg.HandlerTimeout}
 	for _, rt := range selected {
-		chain := messaging.MainChain(rt.Domain, pub, metrics, flow, log)
+		chain := messaging.MainChain(rt.Domain, pub, metrics, chainCfg, log)
 		if rt.DLQ {
-			chain = messaging.DeadLetterChain(rt.Domain, metrics, flow, log)
+			chain = messaging.DeadLetterChain(rt.Domain, metrics, chainCfg, log)
 		}
 		r.AddConsumerHandler(rt.Name, rt.queue, sub, messaging.RouterHandler(rt.Handle)).AddMiddleware(chain...)
 	}

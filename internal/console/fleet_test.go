@@ -130,11 +130,11 @@ func (f *fleet) startBillingConsumer(t *testing.T, ctx context.Context, log *slo
 	for _, cons := range handlers.Consumers {
 		if cons.Domain == dom.Name {
 			router.AddConsumerHandler(dom.Name, dom.Queue, sub, messaging.RouterHandler(cons.New(hd, log))).
-				AddMiddleware(messaging.MainChain(dom, f.pub, nil, messaging.FlowConfig{}, log)...)
+				AddMiddleware(messaging.MainChain(dom, f.pub, nil, messaging.ChainConfig{}, log)...)
 		}
 	}
 	router.AddConsumerHandler(dom.Name+"-dlq", dom.DLQ, sub, messaging.RouterHandler(handlers.NewDeadLetters(f.db, dom, log).Handle)).
-		AddMiddleware(messaging.DeadLetterChain(dom, nil, messaging.FlowConfig{}, log)...)
+		AddMiddleware(messaging.DeadLetterChain(dom, nil, messaging.ChainConfig{}, log)...)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = router.Run(ctx) }()
 	t.Cleanup(func() { _ = router.Close(); <-done; _ = sub.Close() })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/dlq"
 	"github.com/eisland/isle/internal/messaging"
@@ -32,17 +33,14 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 	m := messaging.NewMetrics(prometheus.NewRegistry())
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL()}, tp, m, log)
 	require.NoError(t, err)
-	defer pub.Close()
+	t.Cleanup(func() { _ = pub.Close() })
 	db := storetest.MySQL(t)
 	dom, _ := tp.Domain(topology.DomainAgentBilling)
-	flow := messaging.NewFlow(messaging.FlowConfig{}, pub, m, log)
 
 	var healthy atomic.Bool
 	var mu sync.Mutex
 	var seen []messaging.Delivery
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL()}, log)
-	require.NoError(t, err)
-	c.Add(messaging.Route{Name: "main", Queue: dom.Queue, Handle: flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
+	runMainAndDLQ(t, dom, pub, m, log, 0, messaging.ChainConfig{}, func(ctx context.Context, d messaging.Delivery) error {
 		mu.Lock()
 		seen = append(seen, d)
 		mu.Unlock()
@@ -50,12 +48,8 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 			return errors.New("ledger unavailable")
 		}
 		return nil
-	}))})
-	c.Add(messaging.Route{Name: "dlq", Queue: dom.DLQ, Handle: flow.DLQ(dom, messaging.Each(handlers.NewDeadLetters(db, dom, log).Handle))})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
-	<-c.Running()
+	}, handlers.NewDeadLetters(db, dom, log).Handle)
+	ctx := context.Background()
 
 	body := `{"deductionId":"d-1","username":"u","amountFen":"0.5","modelName":"m","inputTokens":1,"outputTokens":1}`
 	require.NoError(t, pub.Send(ctx, messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(body), MessageID: "m-1", TypeID: dom.TypeID}))
@@ -89,6 +83,33 @@ func TestReplayReachesTheHandlerOnce(t *testing.T) {
 	res, err := store.ReplayAll(ctx, pub, dom.Name, false, 0)
 	require.NoError(t, err)
 	require.Equal(t, dlq.Result{}, res, "nothing left to replay without force")
+}
+
+// runMainAndDLQ runs dom's main queue, main behind MainChain, and its DLQ,
+// dead behind DeadLetterChain, as the worker does: on a watermill Router
+// fed by a Subscriber with prefetch unacked deliveries per channel (0: the
+// default). They run until the test ends.
+func runMainAndDLQ(t *testing.T, dom topology.Domain, pub *messaging.Publisher, m *messaging.Metrics, log *slog.Logger,
+	prefetch int, cfg messaging.ChainConfig, main, dead messaging.HandlerFunc) {
+	t.Helper()
+	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{URL: storetest.AMQPURL(), Name: t.Name(), Prefetch: prefetch}, log)
+	require.NoError(t, err)
+	r, err := message.NewRouter(message.RouterConfig{}, nil)
+	require.NoError(t, err)
+	r.AddConsumerHandler("main", dom.Queue, sub, messaging.RouterHandler(main)).AddMiddleware(messaging.MainChain(dom, pub, m, cfg, log)...)
+	r.AddConsumerHandler("dlq", dom.DLQ, sub, messaging.RouterHandler(dead)).AddMiddleware(messaging.DeadLetterChain(dom, m, cfg, log)...)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	t.Cleanup(func() {
+		_ = r.Close()
+		<-done
+		_ = sub.Close()
+	})
+	select {
+	case <-r.Running():
+	case err := <-done:
+		t.Fatalf("router: %v", err)
+	}
 }
 
 func TestParseRef(t *testing.T) {

@@ -32,7 +32,7 @@ type wholeBundle struct {
 	reg     *prometheus.Registry
 	healthy atomic.Bool
 	seen    chan messaging.Delivery
-	dead    atomic.Pointer[messaging.Delivery] // the last delivery the DLQ consumer got
+	dead    atomic.Pointer[messaging.Delivery] // the last delivery the DLQ handler got
 }
 
 // setupWhole is setupWholePrefetch with a prefetch of 1.
@@ -41,7 +41,7 @@ func setupWhole(t *testing.T, log *slog.Logger) *wholeBundle {
 	return setupWholePrefetch(t, log, 1)
 }
 
-// setupWholePrefetch starts the bundle's consumers with prefetch unacked
+// setupWholePrefetch starts the bundle's routes with prefetch unacked
 // deliveries per channel.
 func setupWholePrefetch(t *testing.T, log *slog.Logger, prefetch int) *wholeBundle {
 	t.Helper()
@@ -55,26 +55,19 @@ func setupWholePrefetch(t *testing.T, log *slog.Logger, prefetch int) *wholeBund
 	b.pub, err = messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Timeout: 2 * time.Minute}, tp, m, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.pub.Close() })
-	flow := messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 100 * time.Millisecond}, b.pub, m, log)
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: prefetch}, log)
-	require.NoError(t, err)
-	c.Add(messaging.Route{Name: "main", Queue: b.dom.Queue, Handle: flow.Main(b.dom, messaging.Each(func(_ context.Context, d messaging.Delivery) error {
-		b.seen <- d
-		if !b.healthy.Load() {
-			return messaging.Permanent(errors.New("refused"))
-		}
-		return nil
-	}))})
 	store := handlers.NewDeadLetters(b.db, b.dom, log)
-	c.Add(messaging.Route{Name: "dlq", Queue: b.dom.DLQ, Handle: flow.DLQ(b.dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
-		b.dead.Store(&d)
-		return store.Handle(ctx, d)
-	}))})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-c.Running()
+	runMainAndDLQ(t, b.dom, b.pub, m, log, prefetch, messaging.ChainConfig{RequeueDelay: 100 * time.Millisecond},
+		func(_ context.Context, d messaging.Delivery) error {
+			b.seen <- d
+			if !b.healthy.Load() {
+				return messaging.Permanent(errors.New("refused"))
+			}
+			return nil
+		},
+		func(ctx context.Context, d messaging.Delivery) error {
+			b.dead.Store(&d)
+			return store.Handle(ctx, d)
+		})
 	return b
 }
 

@@ -26,12 +26,12 @@ type Delivery struct {
 	Retry       int               // the domain's retry header, parsed defensively
 	Priority    uint8
 	Redelivered bool // the broker's flag: it was delivered before, and may have been handled
-	// IsleID is the id the retry flow gave a delivery of a main queue whose
-	// producer set no id (Flow.Main): MessageID, ":" and 16 hex digits of
-	// its own. Two messages with equal bodies are two messages, so each
-	// delivery is keyed by it (Key), and the copies the flow makes of it
-	// (retry, DLQ) carry it as their message_id: handling a copy is keyed as
-	// handling the first delivery was. "" when the producer set an id.
+	// IsleID is the id RetryMiddleware gave a delivery of a main queue
+	// whose producer set no id: MessageID, ":" and 16 hex digits of its
+	// own. Two messages with equal bodies are two messages, so each
+	// delivery is keyed by it (Key), and the copies the middleware makes of
+	// it (retry, DLQ) carry it as their message_id: handling a copy is keyed
+	// as handling the first delivery was. "" when the producer set an id.
 	IsleID string
 
 	idless bool // the producer set no id: MessageID is the body's hash
@@ -41,8 +41,8 @@ type Delivery struct {
 
 // deliveryOf is a delivery of queue as handlers see it. A delivery without
 // a message_id gets one derived from its body (or a watermill producer's
-// uuid header), stable across redeliveries; on a main queue the flow then
-// gives it an id of its own (IsleID).
+// uuid header), stable across redeliveries; on a main queue RetryMiddleware
+// then gives it an id of its own (IsleID).
 func deliveryOf(d amqp.Delivery, queue string) Delivery {
 	dl := Delivery{
 		MessageID:   d.MessageId,
@@ -82,14 +82,14 @@ func (d *Delivery) assignID() {
 }
 
 // Key is the delivery's idempotency key: the message's id, or for a
-// message without one the id the flow gave this delivery (IsleID). A key
-// assigned so names one delivery: a redelivery of the same message gets
-// another (the broker flags it Redelivered), and SameBody is the prefix
-// every key of a message with its body shares.
+// message without one the id RetryMiddleware gave this delivery (IsleID).
+// A key assigned so names one delivery: a redelivery of the same message
+// gets another (the broker flags it Redelivered), and SameBody is the
+// prefix every key of a message with its body shares.
 func (d Delivery) Key() string { return cmp.Or(d.IsleID, d.MessageID) }
 
-// SameBody is, for a delivery keyed by an id the flow gave it, what the
-// keys of every delivery of a message with the same body begin with
+// SameBody is, for a delivery keyed by an id RetryMiddleware gave it, what
+// the keys of every delivery of a message with the same body begin with
 // (MessageID, the body's hash); "" otherwise.
 func (d Delivery) SameBody() string {
 	if d.IsleID == "" {
@@ -126,7 +126,7 @@ func withDelivery(ctx context.Context, d Delivery) context.Context {
 	return correlation.WithTraceID(context.WithValue(ctx, deliveryKey{}, d), d.TraceID)
 }
 
-// WithDelivery returns ctx carrying d, as the consumer hands a delivery to
+// WithDelivery returns ctx carrying d, as the middleware hand a delivery to
 // a handler: for tests and tools that call a handler directly.
 func WithDelivery(ctx context.Context, d Delivery) context.Context { return withDelivery(ctx, d) }
 

@@ -15,3 +15,7 @@ func DeliveryOf(d amqp.Delivery, queue string) Delivery { return deliveryOf(d, q
 func ContextWith(ctx context.Context, d Delivery) context.Context {
 	return context.WithValue(ctx, deliveryKey{}, d)
 }
+
+// Draining is closed once Close has begun: the subscriber takes no new
+// delivery from the broker.
+func (s *Subscriber) Draining() <-chan struct{} { return s.closing }

@@ -21,7 +21,7 @@ const (
 // records nothing.
 type Metrics struct {
 	messages       *prometheus.CounterVec
-	batchSizes     *prometheus.HistogramVec
+	batchSizes     *prometheus.HistogramVec // not observed: registered while deploy/grafana's dashboard charts it
 	handlerSeconds *prometheus.HistogramVec
 	publishes      *prometheus.CounterVec
 	publishSeconds *prometheus.HistogramVec
@@ -36,12 +36,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"domain", "outcome"}),
 		batchSizes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "isle_handler_batch_size",
-			Help:    "Deliveries per handler call, by domain (1 but for the batching consumers).",
+			Help:    "Deliveries per handler call, by domain. Not observed: every handler takes one delivery (the group commits' sizes are isle_batch_size).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}, []string{"domain"}),
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "isle_handler_duration_seconds",
-			Help:    "Time a delivery spent in its handler (its batch's time, for the batching consumers), by domain.",
+			Help:    "Time a delivery spent in its handler, by domain.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}, []string{"domain"}),
 		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -64,25 +64,6 @@ func (m *Metrics) handled(domain, outcome string, took time.Duration) {
 	}
 	m.messages.WithLabelValues(domain, outcome).Inc()
 	m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
-}
-
-func (m *Metrics) batch(domain string, n int) {
-	if m == nil {
-		return
-	}
-	m.batchSizes.WithLabelValues(domain).Observe(float64(n))
-}
-
-// handledN counts n deliveries of one outcome that took took together.
-func (m *Metrics) handledN(domain, outcome string, n int, took time.Duration) {
-	if m == nil || n == 0 {
-		return
-	}
-	m.messages.WithLabelValues(domain, outcome).Add(float64(n))
-	h := m.handlerSeconds.WithLabelValues(domain)
-	for range n {
-		h.Observe(took.Seconds())
-	}
 }
 
 func (m *Metrics) published(exchange, routingKey string, err error, took time.Duration) {

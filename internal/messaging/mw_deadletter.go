@@ -9,9 +9,9 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// DeadLetterMiddleware is the pattern of dom's DLQ, as Flow.DLQ applies
-// it: before the handler, which stores dead messages, the delivery's retry
-// header is parsed (Delivery.Retry) and its headers are rendered as JSON
+// DeadLetterMiddleware is the pattern of dom's DLQ. Before the handler,
+// which stores dead messages, the delivery's retry header is parsed
+// (Delivery.Retry) and its headers are rendered as JSON
 // (Delivery.HeadersJSON). A DLQ has no DLQ of its own, so a failure never
 // drops the message: the middleware answers the error after a pause
 // (cfg.RequeueDelay), and the router nacks the delivery back to its queue
@@ -19,7 +19,7 @@ import (
 // message whole) is logged as such, with the message id and size, and
 // counted as failed, so that it is seen and fixed; any other (the database
 // is down) is counted as requeued. A message stored is counted as stored.
-func DeadLetterMiddleware(dom topology.Domain, cfg FlowConfig, log *slog.Logger) message.HandlerMiddleware {
+func DeadLetterMiddleware(dom topology.Domain, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
 	delay := cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {

@@ -3,7 +3,9 @@ package messaging
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 )
@@ -19,11 +21,34 @@ func RecovererMiddleware(log *slog.Logger) message.HandlerMiddleware {
 				out, herr = h(msg)
 				return herr
 			})
-			if p, ok := errors.AsType[*panicError](err); ok {
-				log.ErrorContext(msg.Context(), "handler panicked",
-					"message_id", deliveryIn(msg).MessageID, "panic", p.value, "stack", string(p.stack))
-			}
+			logPanic(msg.Context(), log, deliveryIn(msg), err)
 			return out, err
 		}
+	}
+}
+
+// recovered runs fn, turning a panic into a *panicError.
+func recovered(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
+}
+
+// panicError is a handler's panic, retried like an error; the recoverer
+// logs its stack.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+// logPanic logs err's stack if it is a panic of d's handler.
+func logPanic(ctx context.Context, log *slog.Logger, d Delivery, err error) {
+	if p, ok := errors.AsType[*panicError](err); ok {
+		log.ErrorContext(ctx, "handler panicked", "message_id", d.MessageID, "panic", p.value, "stack", string(p.stack))
 	}
 }

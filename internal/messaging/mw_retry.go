@@ -9,15 +9,18 @@ package messaging
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/topology"
 )
 
-// RetryMiddleware is the retry pattern of dom's main queue, as Flow.Main
-// applies it. Before the handler, the delivery's retry header is parsed
+// RetryMiddleware is the Spring backend's retry pattern on dom's main
+// queue. Before the handler, the delivery's retry header is parsed
 // (Delivery.Retry) and a delivery whose producer set no id gets one of its
 // own (Delivery.IsleID); the handler finds it so in its context
 // (DeliveryFrom). When the handler fails, a copy goes to the retry routing
@@ -30,7 +33,7 @@ import (
 // shutdown timeout passed), at once and without a copy. A domain without
 // retries (usage stats) logs and counts the failure and answers nil. The
 // outcome goes to MetricsMiddleware around it.
-func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg FlowConfig, log *slog.Logger) message.HandlerMiddleware {
+func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
 	r := &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
@@ -60,8 +63,7 @@ type retrier struct {
 	delay time.Duration
 }
 
-// failed deals with a delivery its handler failed, as Flow.failed does: it
-// answers nil when a copy went to the retry queue or the DLQ (or the domain
+// failed deals with a delivery its handler failed: it answers nil when a copy went to the retry queue or the DLQ (or the domain
 // keeps none), and an error when the delivery must go back to its queue.
 func (r *retrier) failed(ctx context.Context, d Delivery, err error, took time.Duration) error {
 	log := r.log.With("domain", r.dom.Name, "message_id", d.Key(), "retry", d.Retry)
@@ -91,4 +93,69 @@ func (r *retrier) failed(ctx context.Context, d Delivery, err error, took time.D
 		log.WarnContext(ctx, "message sent to the retry queue", "err", err, "next_retry", d.Retry+1, "delay", r.dom.Retry.Delay)
 	}
 	return nil
+}
+
+// maxErrorText bounds the error text a copy carries (truncate).
+const maxErrorText = 2000
+
+// retryCopy builds the copy of d that goes to the retry queue, or to the DLQ
+// when err is permanent or the retries are spent.
+func (d Delivery) retryCopy(dom topology.Domain, err error) (Outgoing, string) {
+	text := truncate(err.Error())
+	out := Outgoing{
+		MessageID: d.Key(),
+		TraceID:   d.TraceID,
+		Priority:  d.Priority,
+		Body:      withLastError(d.Body, text),
+		Headers:   d.copyHeaders(),
+	}
+	out.Headers[HeaderLastError] = text
+	if reason := d.deadReason(dom, err, text); reason != "" {
+		out.RoutingKey = dom.DLQKey
+		out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry)
+		out.Headers[HeaderDeadReason] = reason
+		return out, OutcomeDead
+	}
+	out.RoutingKey = dom.RetryKey
+	out.Headers[dom.RetryHeader] = strconv.Itoa(d.Retry + 1)
+	return out, OutcomeRetried
+}
+
+// deadReason says why d goes to the DLQ rather than the retry queue, or ""
+// when it is retried. text is err's (truncated) message.
+func (d Delivery) deadReason(dom topology.Domain, err error, text string) string {
+	switch {
+	case IsPermanent(err):
+		return "permanent: " + text
+	case d.Retry >= dom.Retry.MaxRetries:
+		return fmt.Sprintf("retries exhausted (%d of %d)", d.Retry, dom.Retry.MaxRetries)
+	}
+	return ""
+}
+
+// withLastError sets the record's lastError field in a JSON object body, as
+// the Spring backend's consumers do; any other body is returned unchanged.
+func withLastError(body []byte, text string) []byte {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return body
+	}
+	v, err := json.Marshal(text)
+	if err != nil {
+		return body
+	}
+	obj["lastError"] = v
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// truncate bounds an error text kept in headers and bodies, marking the cut.
+func truncate(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	return Clip(s, maxErrorText) + "…"
 }

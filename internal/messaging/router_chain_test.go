@@ -59,8 +59,8 @@ func TestRouterRetryCopyIsConfirmedBeforeTheAck(t *testing.T) {
 	seen := make(chan messaging.Delivery, 1)
 	found := make(chan copyAtReturn, 1)
 	f := newFeeder()
-	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, pub, m, messaging.FlowConfig{}, b.log)...)
-	runRouter(t, f, routerRoute{topic: "email", chain: chain, h: func(ctx context.Context, d messaging.Delivery) error {
+	chain := append([]message.HandlerMiddleware{probeQueue(b, dom.RetryQueue, found)}, messaging.MainChain(dom, pub, m, messaging.ChainConfig{}, b.log)...)
+	runRouter(t, f, testRoute{queue: "email", chain: chain, handler: func(ctx context.Context, d messaging.Delivery) error {
 		seen <- d
 		return errors.New("smtp refused")
 	}})
@@ -115,8 +115,8 @@ func TestRouterIdlessDeliveryGetsAnIDItsCopyCarries(t *testing.T) {
 	dom := b.domain(t, topology.DomainEmail)
 	seen := make(chan messaging.Delivery, 2)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.FlowConfig{}, b.log),
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.ChainConfig{}, b.log),
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			seen <- d
 			if d.Retry == 0 {
 				return errors.New("first try fails")
@@ -151,8 +151,8 @@ func TestRouterSpentOrPermanentFailuresGoToTheDLQWithTheirReason(t *testing.T) {
 	m := messaging.NewMetrics(reg)
 	calls := newCounter()
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, b.log),
-		h: jsonHandler(calls, func(int) error { return errors.New("down") })})
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, b.log),
+		handler: jsonHandler(calls, func(int) error { return errors.New("down") })})
 
 	for _, tc := range []struct {
 		id, body        string
@@ -192,8 +192,8 @@ func TestRouterPanicsAreRetriedLikeErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "identity", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, log),
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "identity", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, log),
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			var seen map[string]int
 			seen[d.MessageID]++ // a nil map in the handler
 			return nil
@@ -231,8 +231,8 @@ func TestRouterCopyThatCannotBePublishedIsNackedAfterTheRequeueDelay(t *testing.
 	m := messaging.NewMetrics(reg)
 	const delay = 200 * time.Millisecond
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, closed, m, messaging.FlowConfig{RequeueDelay: delay}, log),
-		h: func(context.Context, messaging.Delivery) error { return errors.New("smtp refused") }})
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, closed, m, messaging.ChainConfig{RequeueDelay: delay}, log),
+		handler: func(context.Context, messaging.Delivery) error { return errors.New("smtp refused") }})
 
 	began := time.Now()
 	require.False(t, f.handle(t, "email", delivery(dom.Queue, "m-stuck", emailBody, nil)), "nacked")
@@ -258,8 +258,8 @@ func TestRouterShutdownRequeuesWithoutACopy(t *testing.T) {
 	m := messaging.NewMetrics(reg)
 	started := make(chan struct{})
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{RequeueDelay: time.Hour}, log),
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{RequeueDelay: time.Hour}, log),
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			close(started)
 			<-ctx.Done() // a handler stuck on a slow dependency
 			return ctx.Err()
@@ -286,8 +286,8 @@ func TestRouterHandlerTimeoutIsRetried(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{HandlerTimeout: 50 * time.Millisecond}, b.log),
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{HandlerTimeout: 50 * time.Millisecond}, b.log),
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			<-ctx.Done()
 			return ctx.Err()
 		}})
@@ -309,8 +309,8 @@ func TestRouterDomainWithoutRetryAcksFailures(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "usage", chain: messaging.MainChain(dom, b.pub, m, messaging.FlowConfig{}, log),
-		h: func(context.Context, messaging.Delivery) error { return errors.New("db down") }})
+	runRouter(t, f, testRoute{queue: "usage", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, log),
+		handler: func(context.Context, messaging.Delivery) error { return errors.New("db down") }})
 	require.True(t, f.handle(t, "usage", delivery(dom.Queue, "m-usage", `{"modelName":"m"}`, nil)))
 	line := logs.line(t, "handler failed; the domain has no retry")
 	require.NotNil(t, line)
@@ -332,8 +332,8 @@ func TestRouterLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	log, logs := jsonLogger()
 	calls := newCounter()
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.FlowConfig{}, log),
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, nil, messaging.ChainConfig{}, log),
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			if calls.see(d) == 1 {
 				panic("first call")
 			}
@@ -361,8 +361,8 @@ func TestRouterCorrelationPutsTheTraceIDInTheContext(t *testing.T) {
 	t.Parallel()
 	log, logs := jsonLogger()
 	f := newFeeder()
-	runRouter(t, f, routerRoute{topic: "any", chain: []message.HandlerMiddleware{messaging.CorrelationMiddleware},
-		h: func(ctx context.Context, d messaging.Delivery) error {
+	runRouter(t, f, testRoute{queue: "any", chain: []message.HandlerMiddleware{messaging.CorrelationMiddleware},
+		handler: func(ctx context.Context, d messaging.Delivery) error {
 			log.InfoContext(ctx, "handled", "id", d.MessageID)
 			return nil
 		}})
@@ -383,23 +383,23 @@ func TestRouterCorrelationPutsTheTraceIDInTheContext(t *testing.T) {
 	require.Equal(t, map[string]string{"m-ctx": "trace-ctx", "m-foreign": "trace-md"}, byID)
 }
 
-// The port of the flow's end-to-end test: a message that always fails
-// goes round the real retry queue (its TTL, the x-death headers it adds)
-// max + 1 times, then to the DLQ, whose chain stores it whole.
+// A message that always fails goes round the real retry queue (its TTL,
+// the x-death headers it adds) max + 1 times, then to the DLQ, whose chain
+// stores it whole.
 func TestRouterAlwaysFailingMessageIsCalledMaxPlusOneTimesThenStored(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainEmail) // max 3 retries
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
-	cfg := messaging.FlowConfig{RequeueDelay: 50 * time.Millisecond}
+	cfg := messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond}
 	calls := newCounter()
 	f := newFeeder()
 	runRouter(t, f,
-		routerRoute{topic: "email", chain: messaging.MainChain(dom, b.pub, m, cfg, b.log),
-			h: jsonHandler(calls, func(n int) error { return fmt.Errorf("smtp refused, attempt %d", n) })},
-		routerRoute{topic: "email-dlq", chain: messaging.DeadLetterChain(dom, m, cfg, b.log),
-			h: handlers.NewDeadLetters(b.db, dom, b.log).Handle})
+		testRoute{queue: "email", chain: messaging.MainChain(dom, b.pub, m, cfg, b.log),
+			handler: jsonHandler(calls, func(n int) error { return fmt.Errorf("smtp refused, attempt %d", n) })},
+		testRoute{queue: "email-dlq", chain: messaging.DeadLetterChain(dom, m, cfg, b.log),
+			handler: handlers.NewDeadLetters(b.db, dom, b.log).Handle})
 
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-always", TypeID: dom.TypeID}))
 	for n := 1; n <= dom.Retry.MaxRetries+1; n++ {
@@ -453,16 +453,16 @@ func TestRouterDeadLetterChainStoresOrRequeues(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := messaging.NewMetrics(reg)
 	const delay = 100 * time.Millisecond
-	cfg := messaging.FlowConfig{RequeueDelay: delay}
+	cfg := messaging.ChainConfig{RequeueDelay: delay}
 	f := newFeeder()
 	seen := make(chan messaging.Delivery, 1)
 	runRouter(t, f,
-		routerRoute{topic: "store", chain: messaging.DeadLetterChain(dom, m, cfg, log), h: handlers.NewDeadLetters(b.db, dom, log).Handle},
-		routerRoute{topic: "down", chain: messaging.DeadLetterChain(dom, m, cfg, log), h: func(ctx context.Context, d messaging.Delivery) error {
+		testRoute{queue: "store", chain: messaging.DeadLetterChain(dom, m, cfg, log), handler: handlers.NewDeadLetters(b.db, dom, log).Handle},
+		testRoute{queue: "down", chain: messaging.DeadLetterChain(dom, m, cfg, log), handler: func(ctx context.Context, d messaging.Delivery) error {
 			seen <- d
 			return errors.New("mysql down")
 		}},
-		routerRoute{topic: "whole", chain: messaging.DeadLetterChain(dom, m, cfg, log), h: func(context.Context, messaging.Delivery) error {
+		testRoute{queue: "whole", chain: messaging.DeadLetterChain(dom, m, cfg, log), handler: func(context.Context, messaging.Delivery) error {
 			return messaging.Permanent(errors.New("packet too large"))
 		}})
 

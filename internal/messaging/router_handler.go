@@ -2,13 +2,34 @@ package messaging
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
+
+// HandlerFunc handles one delivery of a queue: the handler of a Router's
+// route (RouterHandler), behind MainChain or DeadLetterChain. Returning an
+// error retries the message through the domain's retry queue; an error
+// marked Permanent sends it to the DLQ at once. A panic counts as an error.
+type HandlerFunc func(ctx context.Context, d Delivery) error
+
+// Defaults of ChainConfig.
+const (
+	HandlerTimeoutDefault = 5 * time.Minute
+	RequeueDelayDefault   = 2 * time.Second
+)
+
+// ChainConfig tunes the middleware of MainChain and DeadLetterChain. Zero
+// fields take the defaults.
+type ChainConfig struct {
+	HandlerTimeout time.Duration // bound on one handler call (TimeoutMiddleware; keep it under the broker's consumer_timeout)
+	RequeueDelay   time.Duration // pause before an error that makes the router nack, so a broken broker is not spun on
+}
 
 // RouterHandler adapts h to a watermill router's handler
 // (Router.AddConsumerHandler): h gets the message's context and the
@@ -25,7 +46,7 @@ func RouterHandler(h HandlerFunc) message.NoPublishHandlerFunc {
 // (MetricsMiddleware), the retry pattern (RetryMiddleware), panics made
 // errors (RecovererMiddleware), and the handler's timeout
 // (TimeoutMiddleware). Give it to the handler's AddMiddleware.
-func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg ChainConfig, log *slog.Logger) []message.HandlerMiddleware {
 	return []message.HandlerMiddleware{
 		CorrelationMiddleware,
 		MetricsMiddleware(dom.Name, m),
@@ -38,7 +59,7 @@ func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg FlowConfig, 
 // DeadLetterChain is the middleware of dom's DLQ, outermost first, as
 // MainChain's but for DeadLetterMiddleware in the place of the retry
 // pattern.
-func DeadLetterChain(dom topology.Domain, m *Metrics, cfg FlowConfig, log *slog.Logger) []message.HandlerMiddleware {
+func DeadLetterChain(dom topology.Domain, m *Metrics, cfg ChainConfig, log *slog.Logger) []message.HandlerMiddleware {
 	return []message.HandlerMiddleware{
 		CorrelationMiddleware,
 		MetricsMiddleware(dom.Name, m),
@@ -70,4 +91,14 @@ func deliveryIn(msg *message.Message) Delivery {
 	d.TypeID = d.Headers[HeaderTypeID]
 	d.TraceID = cmp.Or(d.Headers[HeaderTraceID], msg.Metadata.Get(metaCorrelation))
 	return d
+}
+
+// pause waits d, or less when ctx ends first.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

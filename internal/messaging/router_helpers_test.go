@@ -125,37 +125,15 @@ func (f *feeder) handle(t *testing.T, topic string, d messaging.Delivery) bool {
 	return acked(t, f.feed(t, topic, d))
 }
 
-// routerRoute is one handler of a test router: h behind chain, fed by
-// topic.
-type routerRoute struct {
-	topic string
-	h     messaging.HandlerFunc
-	chain []message.HandlerMiddleware
-}
-
 // runRouter runs a watermill router with the routes, fed by f, until the
 // test ends; then the messages' contexts end first, as at a worker's
 // shutdown timeout, and the router closes.
-func runRouter(t *testing.T, f *feeder, routes ...routerRoute) {
+func runRouter(t *testing.T, f *feeder, routes ...testRoute) {
 	t.Helper()
-	r, err := message.NewRouter(message.RouterConfig{}, nil)
-	require.NoError(t, err)
-	for _, rt := range routes {
-		r.AddConsumerHandler(rt.topic, rt.topic, f, messaging.RouterHandler(rt.h)).AddMiddleware(rt.chain...)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-r.Running():
-	case err := <-done:
-		t.Fatalf("router: %v", err)
-	}
+	stop := startRouter(t, f, 0, routes...)
 	t.Cleanup(func() {
 		f.hardStop()
-		cancel()
-		require.NoError(t, r.Close())
-		require.NoError(t, <-done)
+		require.NoError(t, stop())
 	})
 }
 

@@ -1,7 +1,9 @@
 package messaging_test
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -27,13 +30,13 @@ const retryDelay = 150 * time.Millisecond
 const poll = 20 * time.Millisecond
 
 type testBundle struct {
-	conn    *amqp.Connection
-	tp      *topology.Topology
-	db      *gorm.DB
-	pub     *messaging.Publisher
-	flow    *messaging.Flow
-	metrics *messaging.Metrics
-	log     *slog.Logger
+	conn     *amqp.Connection
+	tp       *topology.Topology
+	db       *gorm.DB
+	pub      *messaging.Publisher
+	chainCfg messaging.ChainConfig // of the chains main and mainAndDLQ build
+	metrics  *messaging.Metrics
+	log      *slog.Logger
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -63,7 +66,7 @@ func setup(t *testing.T) *testBundle {
 	t.Cleanup(func() { _ = pub.Close() })
 	return &testBundle{
 		conn: conn, tp: tp, db: storetest.MySQL(t), pub: pub, metrics: m, log: log,
-		flow: messaging.NewFlow(messaging.FlowConfig{RequeueDelay: 50 * time.Millisecond}, pub, m, log),
+		chainCfg: messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond},
 	}
 }
 
@@ -74,47 +77,95 @@ func (b *testBundle) domain(t *testing.T, name string) topology.Domain {
 	return d
 }
 
-// run starts a consumer with the routes and stops it when the test ends.
-func (b *testBundle) run(t *testing.T, cfg messaging.ConsumerConfig, routes ...messaging.Route) (stop func() error) {
-	t.Helper()
-	cfg.URL = storetest.AMQPURL()
-	c, err := messaging.NewConsumer(cfg, b.log)
-	require.NoError(t, err)
-	for _, r := range routes {
-		c.Add(r)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	select {
-	case <-c.Running():
-	case err := <-done:
-		t.Fatalf("consumer: %v", err)
-	}
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(time.Minute):
-				t.Errorf("consumer did not stop")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+// testRoute is one handler of a test's Router, as the worker adds one per
+// route: handler consumes queue behind chain (outermost first). The name
+// is the queue's unless set.
+type testRoute struct {
+	name    string
+	queue   string
+	handler messaging.HandlerFunc
+	chain   []message.HandlerMiddleware
+}
+
+// main is the route of dom's main queue: h behind MainChain.
+func (b *testBundle) main(dom topology.Domain, h messaging.HandlerFunc) testRoute {
+	return testRoute{name: dom.Name, queue: dom.Queue, handler: h, chain: messaging.MainChain(dom, b.pub, b.metrics, b.chainCfg, b.log)}
 }
 
 // mainAndDLQ are the routes of one domain: h on the main queue, and the real
 // DLQ consumer storing dead messages in MySQL.
-func (b *testBundle) mainAndDLQ(dom topology.Domain, h messaging.HandlerFunc) []messaging.Route {
-	return []messaging.Route{
-		{Name: dom.Name, Queue: dom.Queue, Handle: b.flow.Main(dom, messaging.Each(h))},
-		{Name: dom.Name + "-dlq", Queue: dom.DLQ, Handle: b.flow.DLQ(dom, messaging.Each(handlers.NewDeadLetters(b.db, dom, b.log).Handle))},
+func (b *testBundle) mainAndDLQ(dom topology.Domain, h messaging.HandlerFunc) []testRoute {
+	return []testRoute{b.main(dom, h), {
+		name: dom.Name + "-dlq", queue: dom.DLQ, handler: handlers.NewDeadLetters(b.db, dom, b.log).Handle,
+		chain: messaging.DeadLetterChain(dom, b.metrics, b.chainCfg, b.log),
+	}}
+}
+
+// subscriber returns a Subscriber of cfg, its URL and name defaulted, closed
+// when the test ends.
+func (b *testBundle) subscriber(t *testing.T, cfg messaging.SubscriberConfig) *messaging.Subscriber {
+	t.Helper()
+	cfg.URL = cmp.Or(cfg.URL, storetest.AMQPURL())
+	cfg.Name = cmp.Or(cfg.Name, t.Name())
+	sub, err := messaging.NewSubscriber(cfg, b.log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() })
+	return sub
+}
+
+// testWorker is a Router running a test's routes over a Subscriber.
+type testWorker struct {
+	sub  *messaging.Subscriber
+	stop func() error // see startRouter
+}
+
+// run runs the routes on a watermill Router fed by a Subscriber of cfg, as
+// the worker does, and stops them when the test ends.
+func (b *testBundle) run(t *testing.T, cfg messaging.SubscriberConfig, routes ...testRoute) *testWorker {
+	t.Helper()
+	sub := b.subscriber(t, cfg)
+	return &testWorker{sub: sub, stop: startRouter(t, sub, cfg.ShutdownTimeout, routes...)}
+}
+
+// startRouter runs a watermill Router with the routes, each consuming its
+// queue through sub, and returns once it runs. Its stop, also called when
+// the test ends, stops it as a worker's SIGTERM does: it closes the Router
+// (which closes sub, and waits up to closeTimeout for the handlers in
+// flight; 0: watermill's default), waits for Run to return, and closes sub.
+// It returns what went wrong on the way.
+func startRouter(t *testing.T, sub message.Subscriber, closeTimeout time.Duration, routes ...testRoute) (stop func() error) {
+	t.Helper()
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: closeTimeout}, nil)
+	require.NoError(t, err)
+	for _, rt := range routes {
+		r.AddConsumerHandler(cmp.Or(rt.name, rt.queue), rt.queue, sub, messaging.RouterHandler(rt.handler)).AddMiddleware(rt.chain...)
 	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	select {
+	case <-r.Running():
+	case err := <-done:
+		t.Fatalf("router: %v", err)
+	}
+	var (
+		once    sync.Once
+		stopErr error
+	)
+	stop = func() error {
+		once.Do(func() {
+			closeErr := r.Close()
+			select {
+			case runErr := <-done:
+				stopErr = errors.Join(closeErr, runErr)
+			case <-time.After(time.Minute):
+				stopErr = errors.New("the router did not stop")
+			}
+			stopErr = errors.Join(stopErr, sub.Close())
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 func (b *testBundle) deadLetters(t *testing.T, dom topology.Domain) []store.DeadLetter {

@@ -16,6 +16,17 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// Defaults of SubscriberConfig.
+const (
+	PrefetchDefault        = 50
+	ShutdownTimeoutDefault = 30 * time.Second
+)
+
+// resubscribeEvery is the pause before a subscription's channel consumes
+// again after the broker cancelled its consumer (its queue was deleted) or
+// the channel failed alone.
+const resubscribeEvery = time.Second
+
 // ErrSubscriberClosed is returned by Subscribe after Close.
 var ErrSubscriberClosed = errors.New("messaging: subscriber closed")
 

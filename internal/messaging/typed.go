@@ -2,7 +2,6 @@ package messaging
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/eisland/isle/topology"
 )
@@ -45,45 +44,4 @@ func (p *Publisher) Publish(ctx context.Context, m topology.Message, o Options) 
 	return p.Send(ctx, Outgoing{
 		RoutingKey: d.RoutingKey, Body: body, MessageID: o.MessageID, TypeID: d.TypeID, TraceID: o.TraceID, Priority: o.Priority,
 	})
-}
-
-// Item is one delivery of a batch with its decoded record.
-type Item[T any] struct {
-	Delivery Delivery
-	Msg      T
-}
-
-// TypedBatch adapts a handler of a batch of one record type, as Typed does
-// one: each body is decoded and validated as the contract says, a body that
-// fails goes to the DLQ at once, and h gets the others, whose answers it
-// returns in order.
-func TypedBatch[T any, PT interface {
-	*T
-	topology.Message
-}](h func(ctx context.Context, items []Item[T]) []error) BatchHandlerFunc {
-	return func(ctx context.Context, ds []Delivery) []error {
-		errs := make([]error, len(ds))
-		items := make([]Item[T], 0, len(ds))
-		at := make([]int, 0, len(ds)) // items[j] is ds[at[j]]
-		for i, d := range ds {
-			m, err := topology.Decode[T, PT](d.Body)
-			if err != nil {
-				errs[i] = Permanent(err)
-				continue
-			}
-			items = append(items, Item[T]{Delivery: d, Msg: m})
-			at = append(at, i)
-		}
-		if len(items) == 0 {
-			return errs
-		}
-		answers := h(ctx, items)
-		if len(answers) != len(items) {
-			panic(fmt.Sprintf("messaging: a batch handler answered %d of %d items", len(answers), len(items))) // recovered by the flow
-		}
-		for j, err := range answers {
-			errs[at[j]] = err
-		}
-		return errs
-	}
 }

@@ -23,7 +23,7 @@ func TestSpringPublishedMessageIsConsumed(t *testing.T) {
 	var mu sync.Mutex
 	var got []topology.PaymentNotify
 	var ids []string
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, messaging.Typed(func(ctx context.Context, m topology.PaymentNotify) error {
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, messaging.Typed(func(ctx context.Context, m topology.PaymentNotify) error {
 		d, _ := messaging.DeliveryFrom(ctx)
 		mu.Lock()
 		got = append(got, m)
@@ -100,7 +100,7 @@ func TestSpringPriorityTenSurvivesRetry(t *testing.T) {
 	dom := b.domain(t, topology.DomainObjectReplication)
 	require.Equal(t, topology.MaxPriority, dom.MaxPriority)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
 		if n == 1 {
 			return errors.New("object store down")
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -26,46 +25,12 @@ func jsonHandler(c *counter, fail func(call int) error) messaging.HandlerFunc {
 	}
 }
 
-func TestAlwaysFailingMessageIsCalledMaxPlusOneTimesThenStored(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	dom := b.domain(t, topology.DomainEmail) // max 3 retries
-	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
-		return fmt.Errorf("smtp refused, attempt %d", n)
-	}))...)
-
-	ctx := context.Background()
-	require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-always", TypeID: dom.TypeID}))
-	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 10*time.Second, poll, "no DLQ row")
-	time.Sleep(4 * retryDelay) // nothing comes back after the DLQ
-	require.Equal(t, dom.Retry.MaxRetries+1, calls.get("m-always"))
-
-	row := b.deadLetters(t, dom)[0]
-	require.Equal(t, 3, row.RetryCount)
-	require.NotNil(t, row.LastError)
-	require.Equal(t, "smtp refused, attempt 4", *row.LastError)
-	require.Equal(t, dom.DLQ, row.Queue)
-	require.Equal(t, "m-always", row.MessageID)
-	require.Equal(t, "a@example.com", row.Subject)
-	require.Equal(t, dom.TypeID, row.MessageType)
-	var body map[string]any
-	require.NoError(t, json.Unmarshal(row.Body, &body))
-	require.Equal(t, "smtp refused, attempt 4", body["lastError"], "the body's lastError is set, as the Spring backend's consumers do")
-	require.Equal(t, "LOGIN", body["scene"])
-	var headers map[string]any
-	require.NoError(t, json.Unmarshal([]byte(row.Headers), &headers))
-	require.EqualValues(t, 3, headers[dom.RetryHeader], "the retry count travels as a number")
-	require.NotContains(t, headers, "x-death", "copies do not carry death headers")
-	require.Zero(t, b.depth(t, dom.Queue)+b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ))
-}
-
 func TestMessageThatFailsTwiceIsCalledThreeTimes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainEmail)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(n int) error {
 		if n <= 2 {
 			return errors.New("temporary")
 		}
@@ -88,7 +53,7 @@ func TestUndecodableBodyGoesToTheDLQAtOnce(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainMiniGameScore)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte("<xml>not json</xml>"), MessageID: "m-bad"}))
 	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 5*time.Second, poll, "no DLQ row")
 	row := b.deadLetters(t, dom)[0]
@@ -100,23 +65,6 @@ func TestUndecodableBodyGoesToTheDLQAtOnce(t *testing.T) {
 	require.Zero(t, m+c, "the handler never saw it")
 }
 
-func TestPanicsAreRetriedLikeErrors(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	dom := b.domain(t, topology.DomainIdentityMaterial) // max 3
-	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, func(ctx context.Context, d messaging.Delivery) error {
-		calls.see(d)
-		panic("nil map in handler")
-	})...)
-	body := `{"username":"u","certifyId":"c-1","materialInfo":"{}"}`
-	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(body), MessageID: "m-panic"}))
-	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 10*time.Second, poll, "no DLQ row")
-	require.Equal(t, 4, calls.get("m-panic"))
-	require.Equal(t, "panic: nil map in handler", *b.deadLetters(t, dom)[0].LastError)
-	require.Equal(t, "c-1", b.deadLetters(t, dom)[0].Subject)
-}
-
 // A message the broker dead-lettered itself arrives with an x-death array
 // (and x-first-death-* headers); it is handled like any other.
 func TestBrokerDeadLetteredMessageIsHandled(t *testing.T) {
@@ -124,7 +72,7 @@ func TestBrokerDeadLetteredMessageIsHandled(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainPaymentReceipt)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
 
 	ch, err := b.conn.Channel()
 	require.NoError(t, err)
@@ -153,7 +101,7 @@ func TestEveryHeaderTypeIsAccepted(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainAgentBilling)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return nil }))...)
 	ch, err := b.conn.Channel()
 	require.NoError(t, err)
 	defer ch.Close()
@@ -187,7 +135,7 @@ func TestRetryHeaderIsParsedDefensively(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainMiniGameScore)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return errors.New("down") }))...)
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, jsonHandler(calls, func(int) error { return errors.New("down") }))...)
 	ch, err := b.conn.Channel()
 	require.NoError(t, err)
 	defer ch.Close()
@@ -197,20 +145,4 @@ func TestRetryHeaderIsParsedDefensively(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { return len(b.deadLetters(t, dom)) == 1 }, 5*time.Second, poll, "no DLQ row")
 	require.Equal(t, 1, calls.get("m-huge"))
-}
-
-// Usage stats has no retry queue: a failure is logged and counted, and the
-// message is acked (the Spring backend's fire-and-forget).
-func TestDomainWithoutRetryAcksFailures(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	dom := b.domain(t, topology.DomainAgentUsageStats)
-	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, messaging.Each(jsonHandler(calls, func(int) error { return errors.New("db down") })))})
-	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(`{"modelName":"m"}`), MessageID: "m-usage"}))
-	require.Eventually(t, func() bool { return calls.get("m-usage") == 1 }, 5*time.Second, poll, "not handled")
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, 1, calls.get("m-usage"))
-	require.Zero(t, b.depth(t, dom.Queue))
 }

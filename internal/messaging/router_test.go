@@ -1,15 +1,22 @@
 package messaging_test
 
+// The worker's way of consuming, end to end: a watermill Router running
+// each route's handler behind its chain, fed by Isle's Subscriber.
+
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/internal/groupcommit"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -24,10 +31,8 @@ func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainAgentBilling)
 	calls := newCounter()
-	b.run(t, messaging.ConsumerConfig{Prefetch: 100}, messaging.Route{
-		Name: dom.Name, Queue: dom.Queue, Concurrency: 4,
-		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error { calls.see(d); return nil })),
-	})
+	b.run(t, messaging.SubscriberConfig{Prefetch: 100, Channels: 4},
+		b.main(dom, func(ctx context.Context, d messaging.Delivery) error { calls.see(d); return nil }))
 	const total, workers = 1000, 32
 	var wg sync.WaitGroup
 	var failed atomic.Int32
@@ -54,6 +59,37 @@ func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
 	require.Equal(t, total, handled, "each consumed once")
 }
 
+// heldBack is a message.Subscriber that hands the router the first message
+// of each subscription at once and the others only once gate closes: until
+// then they stay with the Subscriber, as deliveries its channel holds (the
+// broker sent them, within the prefetch) that a reader has not taken yet.
+type heldBack struct {
+	*messaging.Subscriber
+	gate <-chan struct{}
+}
+
+func (h heldBack) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	in, err := h.Subscriber.Subscribe(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	go func() {
+		defer close(out)
+		if msg, ok := <-in; ok {
+			out <- msg
+			select {
+			case <-h.gate:
+			case <-ctx.Done():
+			}
+		}
+		for msg := range in {
+			out <- msg
+		}
+	}()
+	return out, nil
+}
+
 // Shutdown stops taking deliveries, lets the one in flight finish and be
 // acked, and leaves the prefetched ones in the queue.
 func TestShutdownDrainsInFlightAndLosesNothing(t *testing.T) {
@@ -63,32 +99,34 @@ func TestShutdownDrainsInFlightAndLosesNothing(t *testing.T) {
 	started := make(chan string, 10)
 	release := make(chan struct{})
 	var finished atomic.Int32
-	stop := b.run(t, messaging.ConsumerConfig{Prefetch: 10, ShutdownTimeout: 10 * time.Second}, messaging.Route{
-		Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
-			started <- d.MessageID
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			finished.Add(1)
-			return nil
-		})),
-	})
+	sub := b.subscriber(t, messaging.SubscriberConfig{Prefetch: 10, ShutdownTimeout: 10 * time.Second})
+	stop := startRouter(t, heldBack{sub, sub.Draining()}, 10*time.Second, b.main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		started <- d.MessageID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		finished.Add(1)
+		return nil
+	}))
 	for i := range 5 {
 		require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: fmt.Sprint("m-", i)}))
 	}
 	<-started
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	time.Sleep(300 * time.Millisecond) // shutdown has begun with a handler in flight
+	select {
+	case <-sub.Draining(): // shutdown has begun with a handler in flight
+	case <-time.After(15 * time.Second):
+		t.Fatal("no drain")
+	}
 	close(release)
 	select {
 	case err := <-stopped:
 		require.NoError(t, err)
 	case <-time.After(15 * time.Second):
-		t.Fatal("consumer did not stop")
+		t.Fatal("the router did not stop")
 	}
 	done := int(finished.Load())
 	require.GreaterOrEqual(t, done, 1, "the message in flight finished")
@@ -103,18 +141,15 @@ func TestShutdownTimeoutRequeues(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainEmail)
 	started := make(chan struct{}, 1)
-	stop := b.run(t, messaging.ConsumerConfig{ShutdownTimeout: 300 * time.Millisecond}, messaging.Route{
-		Name: dom.Name, Queue: dom.Queue,
-		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
-			started <- struct{}{}
-			<-ctx.Done() // a handler stuck on a slow dependency
-			return ctx.Err()
-		})),
-	})
+	w := b.run(t, messaging.SubscriberConfig{ShutdownTimeout: 300 * time.Millisecond}, b.main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		started <- struct{}{}
+		<-ctx.Done() // a handler stuck on a slow dependency
+		return ctx.Err()
+	}))
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-slow"}))
 	<-started
 	began := time.Now()
-	_ = stop()
+	_ = w.stop()
 	require.Less(t, time.Since(began), 5*time.Second)
 	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 1 }, 5*time.Second, poll, "the delivery was not requeued")
 	require.Zero(t, b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ))
@@ -124,23 +159,22 @@ func TestNoGoroutineLeaksAfterShutdown(t *testing.T) {
 	b := setup(t)
 	dom := b.domain(t, topology.DomainEmail)
 	before := goleak.IgnoreCurrent()
-	stop := b.run(t, messaging.ConsumerConfig{}, messaging.Route{Name: dom.Name, Queue: dom.Queue, Concurrency: 3,
-		Handle: b.flow.Main(dom, messaging.Each(func(context.Context, messaging.Delivery) error { return nil }))})
+	w := b.run(t, messaging.SubscriberConfig{Channels: 3}, b.main(dom, func(context.Context, messaging.Delivery) error { return nil }))
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody)}))
-	require.NoError(t, stop())
+	require.NoError(t, w.stop())
 	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("time.Sleep"))
 }
 
-// A consumer the broker cancels (its queue deleted, a quorum leader change)
-// hands no phantom delivery to a handler, and consumes again once the queue
-// is back.
+// A subscription whose consumer the broker cancels (its queue deleted, a
+// quorum leader change) hands no phantom delivery to a handler, and
+// consumes again once the queue is back.
 func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainEmail)
 	var mu sync.Mutex
 	var seen []messaging.Delivery
-	b.run(t, messaging.ConsumerConfig{}, b.mainAndDLQ(dom, func(ctx context.Context, d messaging.Delivery) error {
+	b.run(t, messaging.SubscriberConfig{}, b.mainAndDLQ(dom, func(ctx context.Context, d messaging.Delivery) error {
 		mu.Lock()
 		seen = append(seen, d)
 		mu.Unlock()
@@ -164,7 +198,7 @@ func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
 	defer ch.Close()
 	_, err = ch.QueueDelete(dom.Queue, false, false, false)
 	require.NoError(t, err)
-	time.Sleep(time.Second) // the consumer sees its cancel, and retries a missing queue
+	time.Sleep(time.Second) // the subscriber sees its cancel, and retries a missing queue
 	require.NoError(t, b.tp.Declare(b.conn))
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-after"}))
 	require.Eventually(t, func() bool { return handled("m-after") }, 10*time.Second, poll, "not consumed after the queue came back")
@@ -178,11 +212,34 @@ func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
 	require.Empty(t, b.deadLetters(t, dom), "nothing dead-lettered")
 }
 
-// A batching route gets what its channel holds in batches of up to Batch,
-// and each delivery is settled on its own merits: the done ones acked (one
-// multiple ack when the whole batch is), the failed ones through the retry
-// queue, nothing twice, nothing left.
-func TestBatchRouteTakesBatchesAndSettlesEachDelivery(t *testing.T) {
+// batcherWaiters counts the goroutines of t's handlers that wait for their
+// answer from a groupcommit batcher: a call waits only once it is queued.
+func batcherWaiters(t *testing.T) int {
+	var stacks string
+	for size := 1 << 20; stacks == ""; size *= 2 {
+		buf := make([]byte, size)
+		if n := runtime.Stack(buf, true); n < size {
+			stacks = string(buf[:n])
+		}
+	}
+	mine := "messaging_test." + t.Name() + ".func"
+	n := 0
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "groupcommit.(*Batcher[...]).wait(") && strings.Contains(g, mine) {
+			n++
+		}
+	}
+	return n
+}
+
+// The Router's handlers take one delivery each, many at once, and those in
+// flight together meet in one group commit (as the billing and usage
+// consumers' calls do in the shared writers): while a commit is held, the
+// calls behind it queue up and go together in the next, up to the
+// batcher's maximum. Each delivery is still settled on its own merits: the
+// done ones acked, the failed ones through the retry queue, nothing twice,
+// nothing left, nothing nacked.
+func TestConcurrentHandlersMeetInOneGroupCommitAndSettleEachDelivery(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainAgentBilling)
@@ -194,23 +251,37 @@ func TestBatchRouteTakesBatchesAndSettlesEachDelivery(t *testing.T) {
 	}
 	calls := newCounter()
 	var mu sync.Mutex
-	largest := 0
-	b.run(t, messaging.ConsumerConfig{}, messaging.Route{
-		Name: dom.Name, Queue: dom.Queue, Concurrency: 2, Batch: 50,
-		Handle: b.flow.Main(dom, func(ctx context.Context, ds []messaging.Delivery) []error {
-			mu.Lock()
-			largest = max(largest, len(ds))
-			mu.Unlock()
-			errs := make([]error, len(ds))
-			for i, d := range ds {
-				// Every tenth fails its first attempt: it comes back from the retry queue.
-				if calls.see(d) == 1 && strings.HasSuffix(d.MessageID, "7") {
-					errs[i] = errors.New("first attempt refused")
-				}
+	largest, first := 0, 0
+	held, open := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	commit := groupcommit.New(50, func(_ context.Context, ds []messaging.Delivery) ([]error, error) {
+		once.Do(func() {
+			first = len(ds)
+			close(held)
+			<-open
+		})
+		mu.Lock()
+		largest = max(largest, len(ds))
+		mu.Unlock()
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			// Every tenth fails its first attempt: it comes back from the retry queue.
+			if calls.see(d) == 1 && strings.HasSuffix(d.MessageID, "7") {
+				errs[i] = errors.New("first attempt refused")
 			}
-			return errs
-		}),
+		}
+		return errs, nil
 	})
+	t.Cleanup(commit.Close)
+	w := b.run(t, messaging.SubscriberConfig{Channels: 2}, b.main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		err, commitErr := commit.Do(ctx, d)
+		return cmp.Or(commitErr, err)
+	}))
+	<-held
+	require.Eventually(t, func() bool { return batcherWaiters(t) >= first+2 }, 10*time.Second, poll,
+		"handlers in flight queue behind the held commit")
+	close(open)
+
 	require.Eventually(t, func() bool { m, c := calls.total(); return m == total && c == total+total/10 }, 30*time.Second, poll)
 	time.Sleep(3 * retryDelay)
 	messages, handled := calls.total()
@@ -219,14 +290,18 @@ func TestBatchRouteTakesBatchesAndSettlesEachDelivery(t *testing.T) {
 	require.Equal(t, 1, calls.get("m-001"))
 	require.Equal(t, 2, calls.get("m-017"))
 	mu.Lock()
-	require.Greater(t, largest, 1, "a queue that holds many is taken in batches")
+	require.Greater(t, largest, 1, "the calls in flight together are committed together")
 	require.LessOrEqual(t, largest, 50)
 	mu.Unlock()
 	require.Zero(t, b.depth(t, dom.Queue)+b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ), "everything acked")
+	stats := w.sub.Stats()
+	require.Eventually(t, func() bool { return stats.Settled.Load() == total+total/10 }, 10*time.Second, poll,
+		"each delivery acked once, the copies too: %d", stats.Settled.Load())
+	require.Zero(t, stats.Nacks.Load())
 }
 
-// A consumer whose connection is cut consumes again by itself; what was in
-// flight is redelivered, so every message is handled at least once and
+// A subscriber whose connection is cut consumes again by itself; what was
+// in flight is redelivered, so every message is handled at least once and
 // none is lost.
 func TestConsumerResumesAfterConnectionCuts(t *testing.T) {
 	t.Parallel()
@@ -234,20 +309,14 @@ func TestConsumerResumesAfterConnectionCuts(t *testing.T) {
 	dom := b.domain(t, topology.DomainAgentUsageStats)
 	proxy := storetest.NewProxy(t, "127.0.0.1:5672")
 	calls := newCounter()
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{
-		URL: strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1), Name: t.Name(),
-	}, b.log)
-	require.NoError(t, err)
-	c.Add(messaging.Route{Name: dom.Name, Queue: dom.Queue, Concurrency: 2, Batch: 20,
-		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
-			calls.see(d)
-			time.Sleep(time.Millisecond)
-			return nil
-		}))})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	<-c.Running()
+	w := b.run(t, messaging.SubscriberConfig{
+		URL:      strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1),
+		Channels: 2, Prefetch: 40,
+	}, b.main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		calls.see(d)
+		time.Sleep(time.Millisecond)
+		return nil
+	}))
 	sent := 0
 	for cut := range 3 {
 		for range 200 {
@@ -259,15 +328,14 @@ func TestConsumerResumesAfterConnectionCuts(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { m, _ := calls.total(); return m == sent }, 30*time.Second, poll, "every message handled after the cuts")
 	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 0 }, 10*time.Second, poll, "and acked")
-	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, w.stop())
 }
 
-// A route that finishes what it holds (FinishHeld) handles, on a drain,
-// the deliveries its channel prefetched rather than give them back: given
-// back, a message without an id would come back flagged as redelivered,
-// which a consumer keying such messages by delivery must take for one it
-// may have handled (doc/money.md).
+// A subscriber that finishes what it holds (FinishHeld) hands out, on a
+// drain, the deliveries its channel prefetched rather than give them back:
+// given back, a message without an id would come back flagged as
+// redelivered, which a consumer keying such messages by delivery must take
+// for one it may have handled (doc/money.md).
 func TestDrainHandlesWhatAFinishingRouteHolds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -276,22 +344,15 @@ func TestDrainHandlesWhatAFinishingRouteHolds(t *testing.T) {
 	var once sync.Once
 	calls := newCounter()
 	var redelivered atomic.Int32
-	c, err := messaging.NewConsumer(messaging.ConsumerConfig{URL: storetest.AMQPURL(), Prefetch: 10, ShutdownTimeout: time.Minute}, b.log)
-	require.NoError(t, err)
-	c.Add(messaging.Route{Name: dom.Name, Queue: dom.Queue, FinishHeld: true,
-		Handle: b.flow.Main(dom, messaging.Each(func(ctx context.Context, d messaging.Delivery) error {
-			calls.see(d)
-			if d.Redelivered {
-				redelivered.Add(1)
-			}
-			once.Do(func() { close(started); <-release })
-			return nil
-		}))})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(cancel)
-	<-c.Running()
+	sub := b.subscriber(t, messaging.SubscriberConfig{Prefetch: 10, ShutdownTimeout: time.Minute, FinishHeld: true})
+	stop := startRouter(t, heldBack{sub, sub.Draining()}, time.Minute, b.main(dom, func(ctx context.Context, d messaging.Delivery) error {
+		calls.see(d)
+		if d.Redelivered {
+			redelivered.Add(1)
+		}
+		once.Do(func() { close(started); <-release })
+		return nil
+	}))
 
 	ch, err := b.conn.Channel()
 	require.NoError(t, err)
@@ -304,18 +365,19 @@ func TestDrainHandlesWhatAFinishingRouteHolds(t *testing.T) {
 	}
 	<-started
 	require.Eventually(t, func() bool { return b.depth(t, dom.Queue) == 0 }, 10*time.Second, poll, "the others prefetched")
-	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
 	select {
-	case <-c.Draining():
+	case <-sub.Draining():
 	case <-time.After(time.Minute):
 		t.Fatal("no drain")
 	}
 	close(release)
 	select {
-	case err := <-done:
+	case err := <-stopped:
 		require.NoError(t, err)
 	case <-time.After(time.Minute):
-		t.Fatal("the consumer did not stop")
+		t.Fatal("the router did not stop")
 	}
 	messages, handled := calls.total()
 	require.Equal(t, 5, messages, "every delivery the channel held was handled")
