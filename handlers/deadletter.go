@@ -35,8 +35,8 @@ func NewDeadLetters(db *gorm.DB, domain topology.Domain, log *slog.Logger) *Dead
 }
 
 // Handle stores one dead message. A message the database cannot keep whole
-// (store.ErrUnstorable) is a Permanent error: Flow.DLQ logs and counts it as
-// failed, and the message stays in the DLQ; nothing damaged is stored.
+// (store.ErrUnstorable) is a Permanent error: the dead-letter middleware
+// (messaging.DeadLetterMiddleware) logs and counts it as failed, and the message stays in the DLQ; nothing damaged is stored.
 func (h *DeadLetters) Handle(ctx context.Context, d messaging.Delivery) error {
 	replay := messaging.ParseRetry(d.Headers[messaging.HeaderReplay])
 	obj := jsonObject(d.Body)

@@ -21,7 +21,6 @@ const (
 // records nothing.
 type Metrics struct {
 	messages       *prometheus.CounterVec
-	batchSizes     *prometheus.HistogramVec // not observed: registered while deploy/grafana's dashboard charts it
 	handlerSeconds *prometheus.HistogramVec
 	publishes      *prometheus.CounterVec
 	publishSeconds *prometheus.HistogramVec
@@ -34,11 +33,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "isle_messages_total",
 			Help: "Deliveries handled, by domain and outcome (ok, retried, dead, failed, requeued, stored).",
 		}, []string{"domain", "outcome"}),
-		batchSizes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "isle_handler_batch_size",
-			Help:    "Deliveries per handler call, by domain. Not observed: every handler takes one delivery (the group commits' sizes are isle_batch_size).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-		}, []string{"domain"}),
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "isle_handler_duration_seconds",
 			Help:    "Time a delivery spent in its handler, by domain.",
@@ -54,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 12),
 		}, []string{"exchange"}),
 	}
-	reg.MustRegister(m.messages, m.batchSizes, m.handlerSeconds, m.publishes, m.publishSeconds)
+	reg.MustRegister(m.messages, m.handlerSeconds, m.publishes, m.publishSeconds)
 	return m
 }
 

@@ -13,8 +13,7 @@ import (
 // dead-letter middleware inside reports (retried, dead, failed, requeued,
 // stored, ok), with the time of the handler alone, the copy's publish left
 // out. Without one inside, a message the router acks is ok and one it nacks
-// (and so requeues) is requeued. isle_handler_batch_size is not observed:
-// a router's handler takes one message.
+// (and so requeues) is requeued.
 func MetricsMiddleware(domain string, m *Metrics) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {

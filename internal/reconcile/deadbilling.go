@@ -171,7 +171,7 @@ func judgeDead(ref dlq.Ref, row store.DeadLetter) DeadDeduction {
 }
 
 // refusedPrefix starts the x-dead-reason of a message its handler refused
-// as permanent (internal/messaging/flow.go).
+// as permanent (internal/messaging/mw_retry.go, deadReason).
 const refusedPrefix = "permanent:"
 
 // deadReason is why a stored message died: the x-dead-reason header the
