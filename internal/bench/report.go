@@ -92,7 +92,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 			num(c.PerSecond), num(b.BareConsumer.PerSecond), c.RatioToBare)
 		fmt.Fprintf(tw, "\t\t%s msg/s bare consumer, multi-ack\t%.3f\n", num(b.BareConsumerMultiAck.PerSecond), c.RatioToMulti)
 		if wa := c.WatermillAMQP; wa != nil && wa.Messages > 0 {
-			fmt.Fprintf(tw, "deduct consumer alone on watermill-amqp/v3 (WORKER_SUBSCRIBER=watermill-amqp; %s deductions, a quarter of those on Isle's)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
+			fmt.Fprintf(tw, "deduct consumer alone, WORKER_SUBSCRIBER=watermill-amqp (%s deductions: a quarter)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
 				num(float64(wa.Queued)), num(wa.PerSecond), num(b.BareConsumer.PerSecond), wa.RatioToBare)
 			fmt.Fprintf(tw, "\t\t%s msg/s on Isle's subscriber\t%.3f\n", num(c.PerSecond), wa.RatioToIsle)
 		}
