@@ -46,8 +46,14 @@ func TestBenchShortRun(t *testing.T) {
 			CPU        []struct{ Process string }
 		} `json:"end_to_end"`
 		Consumer struct {
-			Messages    int64
-			RatioToBare float64 `json:"ratio_to_bare_consumer"`
+			Messages      int64
+			RatioToBare   float64 `json:"ratio_to_bare_consumer"`
+			WatermillAMQP struct {
+				Subscriber  string
+				Queued      int64
+				Messages    int64
+				RatioToIsle float64 `json:"ratio_to_isle_subscriber"`
+			} `json:"watermill_amqp"`
 		}
 		Relay struct {
 			Domain string
@@ -99,6 +105,13 @@ func TestBenchShortRun(t *testing.T) {
 	require.Positive(t, rep.Consumer.Messages)
 	require.LessOrEqual(t, rep.Consumer.Messages, int64(2000))
 	require.Positive(t, rep.Consumer.RatioToBare)
+	// The same consumer on watermill-amqp's subscriber, on a quarter as many.
+	wa := rep.Consumer.WatermillAMQP
+	require.Equal(t, "watermill-amqp", wa.Subscriber)
+	require.EqualValues(t, 500, wa.Queued)
+	require.Positive(t, wa.Messages)
+	require.LessOrEqual(t, wa.Messages, int64(500))
+	require.Positive(t, wa.RatioToIsle)
 
 	// The relay drained a tenth of the default 20,000 rows, then took rows
 	// at 1,000/s for a fifth of 10 s at its default interval and the seed's 3 s;

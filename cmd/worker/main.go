@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/messaging"
@@ -70,10 +71,15 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	// Every route hands out what its channels hold when the worker stops
 	// (FinishHeld): the billing and usage consumers must, as a delivery
 	// given back comes again flagged as redelivered (handlers.Consumer).
-	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{
-		URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
-		ShutdownTimeout: cfg.Worker.ShutdownTimeout, FinishHeld: true,
-	}, log)
+	var sub message.Subscriber
+	if cfg.Worker.Subscriber == config.SubscriberWatermillAMQP { // for islectl bench only (subscriber.go)
+		sub, err = newWatermillAMQPSubscriber(cfg.AMQP.URL, cfg.Worker.Prefetch, topics(selected), log)
+	} else {
+		sub, err = messaging.NewSubscriber(messaging.SubscriberConfig{
+			URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
+			ShutdownTimeout: cfg.Worker.ShutdownTimeout, FinishHeld: true,
+		}, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -106,7 +112,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		select {
 		case <-router.Running():
 			log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
-				"handlers", strings.Join(names, ","), "prefetch", cfg.Worker.Prefetch)
+				"handlers", strings.Join(names, ","), "prefetch", cfg.Worker.Prefetch, "subscriber", cfg.Worker.Subscriber)
 		case <-ctx.Done():
 		}
 	}()

@@ -128,6 +128,23 @@ type Consumer struct {
 	RatioToMulti  float64 `json:"ratio_to_bare_consumer_multi_ack"`
 	WorkerCPUms   float64 `json:"worker_cpu_ms_per_message"`
 	WorkerPeakRSS int64   `json:"worker_peak_rss_bytes"`
+	// The same consumer on watermill-amqp/v3's subscriber
+	// (WORKER_SUBSCRIBER=watermill-amqp), on a quarter as many deductions.
+	WatermillAMQP *SubscriberRun `json:"watermill_amqp,omitempty"`
+}
+
+// SubscriberRun is the deduct consumer alone on one of the worker's
+// subscribers, draining the deductions queued for it.
+type SubscriberRun struct {
+	Subscriber    string  `json:"subscriber"` // WORKER_SUBSCRIBER
+	Queued        int64   `json:"queued"`     // deductions queued for it
+	Messages      int64   `json:"messages"`   // those timed: from the first ledger row seen to the last
+	Seconds       float64 `json:"seconds"`
+	PerSecond     float64 `json:"per_second"`
+	RatioToBare   float64 `json:"ratio_to_bare_consumer"`
+	RatioToIsle   float64 `json:"ratio_to_isle_subscriber"` // to Consumer.PerSecond
+	WorkerCPUms   float64 `json:"worker_cpu_ms_per_message"`
+	WorkerPeakRSS int64   `json:"worker_peak_rss_bytes"`
 }
 
 // Target is one of issue 10's goals, checked on this run's figures.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,35 @@ func TestTargetsAreCheckedOnTheRunsFigures(t *testing.T) {
 	require.Regexp(t, `outbox relay drain, 20,000 rows, batch 100 .* +4,000 rows/s +0 msg/s raw publish, confirm window 256 +0.200`, out.String())
 	require.Regexp(t, `outbox relay lag at 1,000 rows/s, interval 100ms \(commit to delivery\) +p50 60.0, p99 200.0, p99.9 0.0, max 250.0 ms; 995 rows/s inserted`, out.String())
 	require.Regexp(t, `relay +0.050 +0.070 +-`, out.String(), "the relay's CPU per row: drain, then each lag run")
+}
+
+// The consumer phase's figures on both subscribers are printed side by
+// side, and the watermill-amqp run is in the JSON report beside the fields
+// the report had before it.
+func TestConsumerReportShowsBothSubscribers(t *testing.T) {
+	rep := &Report{
+		Baselines: Baselines{BareConsumer: Rate{PerSecond: 20000}, BareConsumerMultiAck: Rate{PerSecond: 40000}},
+		Consumer: Consumer{Messages: 19900, PerSecond: 8000, RatioToBare: 0.4, RatioToMulti: 0.2, WorkerCPUms: 0.05, WorkerPeakRSS: 64 << 20,
+			WatermillAMQP: &SubscriberRun{Subscriber: "watermill-amqp", Queued: 5000, Messages: 4990, PerSecond: 700, RatioToBare: 0.035,
+				RatioToIsle: 0.09, WorkerCPUms: 0.4, WorkerPeakRSS: 40 << 20}},
+	}
+	var out bytes.Buffer
+	require.NoError(t, WriteTable(&out, rep))
+	require.Regexp(t, `deduct consumer alone \(worker -handlers agent-billing\) +8,000 msg/s +20,000 msg/s bare consumer, an ack each +0.400`, out.String())
+	require.Regexp(t, `deduct consumer alone, WORKER_SUBSCRIBER=watermill-amqp \(5,000 deductions: a quarter\) +700 msg/s +20,000 msg/s bare consumer, an ack each +0.035`, out.String())
+	require.Regexp(t, ` +8,000 msg/s on Isle's subscriber +0.090`, out.String())
+	require.Contains(t, out.String(), "deduct consumer alone: worker 0.050 ms CPU per message, peak RSS 64 MiB")
+	require.Contains(t, out.String(), "deduct consumer alone on watermill-amqp: worker 0.400 ms CPU per message, peak RSS 40 MiB")
+
+	b, err := json.Marshal(rep.Consumer)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.EqualValues(t, 0.4, got["ratio_to_bare_consumer"])
+	require.EqualValues(t, 0.05, got["worker_cpu_ms_per_message"])
+	wa, _ := got["watermill_amqp"].(map[string]any)
+	require.Equal(t, map[string]any{"subscriber": "watermill-amqp", "queued": 5000.0, "messages": 4990.0, "seconds": 0.0, "per_second": 700.0,
+		"ratio_to_bare_consumer": 0.035, "ratio_to_isle_subscriber": 0.09, "worker_cpu_ms_per_message": 0.4, "worker_peak_rss_bytes": float64(40 << 20)}, wa)
 }
 
 // rusageCPU is the user and system time of this process by getrusage.

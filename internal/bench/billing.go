@@ -177,10 +177,18 @@ func (r *run) waitLedger(ctx context.Context, want int64, timeout time.Duration,
 	}
 }
 
+// The worker's subscribers the consumer phase runs the deduct consumer on
+// (WORKER_SUBSCRIBER): Isle's, and watermill-amqp/v3's for comparison.
+const (
+	subscriberIsle          = "isle"
+	subscriberWatermillAMQP = "watermill-amqp"
+)
+
 // consumerAlone times the deduct consumer alone draining Requests real
 // deductions (queued through the API while the worker was stopped),
 // against a bare consumer taking as many deduction messages off the same
-// queue.
+// queue; then the same consumer on watermill-amqp's subscriber draining a
+// quarter as many (it is much slower).
 func (r *run) consumerAlone(ctx context.Context) error {
 	c := &r.report.Consumer
 	if r.fleet == nil {
@@ -210,42 +218,71 @@ func (r *run) consumerAlone(ctx context.Context) error {
 		r.logf("bare consumer on %s, prefetch %d, %s: %.0f msg/s", d.Queue, rawPrefetch, b.what, b.rate.PerSecond)
 	}
 
-	l := closedLoop(ctx, E2EInFlightDefault, int64(n), 10*time.Minute, r.usage("w"))
+	isle, err := r.drain(ctx, "w", n, subscriberIsle)
+	if err != nil {
+		return err
+	}
+	c.Messages, c.Seconds, c.PerSecond, c.WorkerCPUms, c.WorkerPeakRSS = isle.Messages, isle.Seconds, isle.PerSecond, isle.WorkerCPUms, isle.WorkerPeakRSS
+	if bare.PerSecond > 0 && multi.PerSecond > 0 {
+		c.RatioToBare, c.RatioToMulti = c.PerSecond/bare.PerSecond, c.PerSecond/multi.PerSecond
+	}
+	r.logf("deduct consumer alone: %.0f msg/s (%.3f× the bare consumer, %.3f× with multi-ack), worker %.3f ms CPU per message",
+		c.PerSecond, c.RatioToBare, c.RatioToMulti, c.WorkerCPUms)
+
+	wa, err := r.drain(ctx, "wa", max(100, n/4), subscriberWatermillAMQP)
+	if err != nil {
+		return err
+	}
+	if bare.PerSecond > 0 {
+		wa.RatioToBare = wa.PerSecond / bare.PerSecond
+	}
+	if c.PerSecond > 0 {
+		wa.RatioToIsle = wa.PerSecond / c.PerSecond
+	}
+	c.WatermillAMQP = &wa
+	r.logf("deduct consumer alone on watermill-amqp (%d deductions): %.0f msg/s (%.3f× the bare consumer, %.3f× on Isle's subscriber), worker %.3f ms CPU per message",
+		wa.Queued, wa.PerSecond, wa.RatioToBare, wa.RatioToIsle, wa.WorkerCPUms)
+
+	if err := r.fleet.startWorker(ctx, "all"); err != nil {
+		return err
+	}
+	return r.waitQueuesEmpty(ctx, 2*time.Minute)
+}
+
+// drain queues n deductions through the API with the worker stopped
+// (requests of phase), starts `worker -handlers agent-billing` on
+// subscriber, times it from its first ledger row to its last, and stops it.
+func (r *run) drain(ctx context.Context, phase string, n int, subscriber string) (SubscriberRun, error) {
+	out := SubscriberRun{Subscriber: subscriber}
+	l := closedLoop(ctx, E2EInFlightDefault, int64(n), 10*time.Minute, r.usage(phase))
 	if l.OK == 0 {
-		return fmt.Errorf("bench: queue deductions: no request succeeded: %s", l.FirstErr)
+		return out, fmt.Errorf("bench: queue deductions: no request succeeded: %s", l.FirstErr)
 	}
 	r.charged += l.OK
+	out.Queued = l.OK
 	r.logf("queued %d deductions through the API with the worker stopped", l.OK)
-	if err := r.fleet.startWorker(ctx, topology.DomainAgentBilling); err != nil {
-		return err
+	if err := r.fleet.startWorker(ctx, topology.DomainAgentBilling, "WORKER_SUBSCRIBER="+subscriber); err != nil {
+		return out, err
+	}
+	if got := r.fleet.worker.field("subscriber"); got != subscriber {
+		return out, fmt.Errorf("bench: the worker says it consumes through %q, not %q (an older worker binary? go build -o bin/ ./cmd/...)", got, subscriber)
 	}
 	meter := startCPU(r.fleet.processes())
 	began, from := time.Now(), r.charged-l.OK
 	last, err := r.waitLedger(ctx, r.charged, 5*time.Minute, func(t time.Time, seen int64) { began, from = t, seen })
 	if err != nil {
-		return err
+		return out, err
 	}
 	cpu := meter.stop(r.charged - from)
-	c.Messages = r.charged - from
-	c.Seconds = last.Sub(began).Seconds()
-	if c.Seconds > 0 {
-		c.PerSecond = float64(c.Messages) / c.Seconds
-	}
-	if bare.PerSecond > 0 && multi.PerSecond > 0 {
-		c.RatioToBare, c.RatioToMulti = c.PerSecond/bare.PerSecond, c.PerSecond/multi.PerSecond
+	out.Messages = r.charged - from
+	out.Seconds = last.Sub(began).Seconds()
+	if out.Seconds > 0 {
+		out.PerSecond = float64(out.Messages) / out.Seconds
 	}
 	for _, p := range cpu {
 		if p.Process == "worker" {
-			c.WorkerCPUms, c.WorkerPeakRSS = p.MsPerRequest, p.PeakRSSBytes
+			out.WorkerCPUms, out.WorkerPeakRSS = p.MsPerRequest, p.PeakRSSBytes
 		}
 	}
-	r.logf("deduct consumer alone: %.0f msg/s (%.3f× the bare consumer, %.3f× with multi-ack), worker %.3f ms CPU per message",
-		c.PerSecond, c.RatioToBare, c.RatioToMulti, c.WorkerCPUms)
-	if err := r.fleet.stopWorker(); err != nil {
-		return err
-	}
-	if err := r.fleet.startWorker(ctx, "all"); err != nil {
-		return err
-	}
-	return r.waitQueuesEmpty(ctx, 2*time.Minute)
+	return out, r.fleet.stopWorker()
 }

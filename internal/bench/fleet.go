@@ -93,6 +93,9 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"GAME_SCORE_SUBMIT_PER_MINUTE=" + strconv.Itoa(scoreSubmitLimit), // the seed's 10 would measure 429s
 		"RELAY_OPS_ADDR=127.0.0.1:0",
 		"LOG_FORMAT=json",
+		// The worker consumes through Isle's subscriber, whatever the
+		// bench's own environment says (the consumer phase sets it).
+		"WORKER_SUBSCRIBER=",
 	}
 	if r.cfg.Pprof {
 		f.env = append(f.env, "PPROF_ENABLED=true")
@@ -162,9 +165,10 @@ func (f *fleet) stopRelay() error {
 	return err
 }
 
-// startWorker starts the worker with -handlers handlers.
-func (f *fleet) startWorker(ctx context.Context, handlers string) error {
-	w, err := startBinary(ctx, f.dir, filepath.Join(f.r.cfg.BinDir, "worker"), "worker", f.env, "-handlers", handlers)
+// startWorker starts the worker with -handlers handlers, and env after the
+// fleet's.
+func (f *fleet) startWorker(ctx context.Context, handlers string, env ...string) error {
+	w, err := startBinary(ctx, f.dir, filepath.Join(f.r.cfg.BinDir, "worker"), "worker", append(slices.Clip(f.env), env...), "-handlers", handlers)
 	if err != nil {
 		return err
 	}

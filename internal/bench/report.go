@@ -91,6 +91,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "deduct consumer alone (worker -handlers agent-billing)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
 			num(c.PerSecond), num(b.BareConsumer.PerSecond), c.RatioToBare)
 		fmt.Fprintf(tw, "\t\t%s msg/s bare consumer, multi-ack\t%.3f\n", num(b.BareConsumerMultiAck.PerSecond), c.RatioToMulti)
+		if wa := c.WatermillAMQP; wa != nil && wa.Messages > 0 {
+			fmt.Fprintf(tw, "deduct consumer alone, WORKER_SUBSCRIBER=watermill-amqp (%s deductions: a quarter)\t%s msg/s\t%s msg/s bare consumer, an ack each\t%.3f\n",
+				num(float64(wa.Queued)), num(wa.PerSecond), num(b.BareConsumer.PerSecond), wa.RatioToBare)
+			fmt.Fprintf(tw, "\t\t%s msg/s on Isle's subscriber\t%.3f\n", num(c.PerSecond), wa.RatioToIsle)
+		}
 	}
 	writeRelayRows(tw, rep)
 	if sc := rep.Scores; sc.Skipped != "" {
@@ -112,8 +117,14 @@ func WriteTable(w io.Writer, rep *Report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if c.Skipped == "" && c.Messages > 0 {
-			fmt.Fprintf(w, "deduct consumer alone: worker %.3f ms CPU per message, peak RSS %d MiB\n", c.WorkerCPUms, c.WorkerPeakRSS>>20)
+	}
+	if c.Skipped == "" && c.Messages > 0 {
+		if len(e.CPU) == 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "deduct consumer alone: worker %.3f ms CPU per message, peak RSS %d MiB\n", c.WorkerCPUms, c.WorkerPeakRSS>>20)
+		if wa := c.WatermillAMQP; wa != nil && wa.Messages > 0 {
+			fmt.Fprintf(w, "deduct consumer alone on watermill-amqp: worker %.3f ms CPU per message, peak RSS %d MiB\n", wa.WorkerCPUms, wa.WorkerPeakRSS>>20)
 		}
 	}
 	if err := writeRelayCPU(w, &rep.Relay); err != nil {

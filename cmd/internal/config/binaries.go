@@ -137,7 +137,14 @@ type WorkerSection struct {
 	HandlerTimeout     time.Duration
 	ShutdownTimeout    time.Duration
 	SourceFetchTimeout time.Duration
+	Subscriber         string // SubscriberIsle or SubscriberWatermillAMQP
 }
+
+// The worker's subscribers (WORKER_SUBSCRIBER).
+const (
+	SubscriberIsle          = "isle"
+	SubscriberWatermillAMQP = "watermill-amqp"
+)
 
 func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
@@ -169,6 +176,9 @@ func loadWorker(l *loader) WorkerSection {
 		}
 		w.Concurrency[name] = n
 	}
+	w.Subscriber = l.OneOf("WORKER_SUBSCRIBER", SubscriberIsle, []string{SubscriberIsle, SubscriberWatermillAMQP},
+		"What consumes the queues for the worker's handlers: isle (internal/messaging's subscriber), or watermill-amqp (watermill-amqp/v3's subscriber, with the same channels, prefetch, handlers and middleware). "+
+			"watermill-amqp exists only to compare the two (`islectl bench`, doc/messaging.md) and is much slower: each of its channels hands out one delivery at a time and waits for its ack before the next.")
 	return w
 }
 

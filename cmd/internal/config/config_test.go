@@ -350,3 +350,17 @@ func TestS3StoresLoadWithTheirKeys(t *testing.T) {
 	_, err = config.LoadWorker(env(s3))
 	require.ErrorContains(t, err, "names a bucket, not an object")
 }
+
+// WORKER_SUBSCRIBER picks Isle's subscriber unless watermill-amqp's is
+// asked for (islectl bench compares the two); nothing else is taken.
+func TestWorkerSubscriber(t *testing.T) {
+	t.Parallel()
+	w, err := config.LoadWorker(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.SubscriberIsle, w.Worker.Subscriber)
+	w, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "Watermill-AMQP"}))
+	require.NoError(t, err)
+	require.Equal(t, config.SubscriberWatermillAMQP, w.Worker.Subscriber)
+	_, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "watermill"}))
+	require.ErrorContains(t, err, `WORKER_SUBSCRIBER="watermill": want one of isle, watermill-amqp`)
+}
