@@ -150,19 +150,19 @@ func loadWorker(l *loader) WorkerSection {
 	w := WorkerSection{
 		OpsAddr: workerOpsAddr(l),
 		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535,
-			"Unacknowledged deliveries each consuming channel may hold (AMQP prefetch); a batching consumer's channel holds at least two batches."),
+			"Unacknowledged deliveries each consuming channel may hold (AMQP prefetch): as the Router handles each in its own goroutine, a queue has up to channels × prefetch messages in its handlers at once."),
 		Batch: l.Int("WORKER_BATCH", store.WriterBatchMax, 1, 1000,
-			"Most deliveries a batching consumer (agent-billing, agent-usage-stats) handles in one call: one MySQL transaction, one Redis pipeline and one multiple ack for all of them. It takes what its channel holds, never waiting for more."),
+			"Group commit of the agent-billing and agent-usage-stats consumers: their channels hold at least twice this many deliveries (WORKER_PREFETCH if larger), so that the messages in flight share MySQL transactions and Redis pipelines of up to 100."),
 		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
 			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
 		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", messaging.ShutdownTimeoutDefault, time.Second, 10*time.Minute,
-			"How long a worker lets handlers in flight finish at SIGTERM; then they are canceled and their messages requeued."),
+			"How long a worker lets handlers in flight finish at SIGTERM (the Router's close timeout); then they are canceled and their messages requeued."),
 		SourceFetchTimeout: l.Millis("OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS", 60*time.Second, time.Second, time.Hour,
 			"Timeout of one source download by the replication consumer, in ms."),
 		Concurrency: map[string]int{},
 	}
 	def := l.Int("WORKER_CONCURRENCY", 4, 1, 256,
-		"Channels consuming each main queue in parallel; each hands its deliveries to its handler one at a time, or a batch at a time for a batching consumer.")
+		"Channels consuming each main queue, each with WORKER_PREFETCH deliveries handed to the Router at once.")
 	for _, d := range topology.DomainNames() {
 		w.Concurrency[d] = def
 	}
