@@ -3,12 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -147,10 +144,6 @@ func (passiveTopology) ExchangeDeclare(*amqp.Channel, string, wamqp.Config) erro
 // a string (the domains' retry counts are integers). Marshal is Isle's.
 type deliveryMarshaler struct{ messaging.Marshaler }
 
-// metaCorrelation is the metadata key of the AMQP correlation id
-// (internal/messaging's headers.go).
-const metaCorrelation = "_amqp.correlation_id"
-
 func (deliveryMarshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
 	id := d.MessageId
 	if id == "" {
@@ -159,31 +152,10 @@ func (deliveryMarshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
 	msg := message.NewMessage(cmp.Or(id, watermill.NewUUID()), d.Body)
 	msg.Metadata = make(message.Metadata, len(d.Headers)+1)
 	for k, v := range d.Headers {
-		msg.Metadata[k] = headerText(v)
+		msg.Metadata[k] = messaging.HeaderText(v)
 	}
 	if d.CorrelationId != "" {
-		msg.Metadata[metaCorrelation] = d.CorrelationId
+		msg.Metadata[messaging.MetadataCorrelationID] = d.CorrelationId
 	}
 	return msg, nil
-}
-
-// headerText renders an AMQP header value as text, as Isle's subscriber
-// does: strings as they are, bytes in base64, times in RFC 3339, tables and
-// arrays as JSON, anything else printed.
-func headerText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case []byte:
-		return base64.StdEncoding.EncodeToString(x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano)
-	case amqp.Table, []any:
-		if b, err := json.Marshal(x); err == nil {
-			return string(b)
-		}
-	}
-	return fmt.Sprint(v)
 }

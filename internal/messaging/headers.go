@@ -46,6 +46,15 @@ func watermillHeader(k string) bool {
 	return strings.HasPrefix(k, "_watermill")
 }
 
+// HeaderText renders any AMQP header value as text, as the Subscriber does
+// for a message's metadata: for a watermill message built from an AMQP
+// delivery elsewhere (the worker's watermill-amqp marshaler).
+func HeaderText(v any) string { return headerString(v) }
+
+// MetadataCorrelationID is the metadata key that carries the AMQP
+// correlation id of a message (a trace id when no x-trace-id header does).
+const MetadataCorrelationID = metaCorrelation
+
 // headerString renders any AMQP field value as text. It never fails: a value
 // it does not know is printed with %v.
 func headerString(v any) string {
