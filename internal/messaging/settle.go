@@ -29,10 +29,20 @@ type ackChannel interface {
 // settleEvent is a delivery's arrival (add), its handler's answer (settle),
 // its being kept back (keep), or a drain's wait (wait).
 type settleEvent struct {
-	tag  uint64
-	kind uint8 // evAdd, evSettle, evKeep, evWait
-	ack  bool
-	done chan struct{} // evWait: closed when nothing handed out is unsettled
+	tag   uint64
+	kind  uint8 // evAdd, evSettle, evKeep, evWait
+	ack   bool
+	msg   answered        // evAdd: the message whose answer settles it (nil in tests that settle by evSettle)
+	ended <-chan struct{} // evAdd: its context's end
+	end   func()          // evAdd: ends its context
+	done  chan struct{}   // evWait: closed when nothing handed out is unsettled
+}
+
+// answered is what a settler watches of a message handed out: a
+// *message.Message's Acked and Nacked channels, and the end of its context.
+type answered interface {
+	Acked() <-chan struct{}
+	Nacked() <-chan struct{}
 }
 
 const (
@@ -57,8 +67,11 @@ type SettleStats struct {
 // before it did, and a multiple ack never reaches past an unsettled, nacked
 // or kept delivery, so it never acks what its handler nacked or what was
 // never handled. Deliveries settled behind one still pending go out one by
-// one after settleLag. One goroutine owns the window; handlers' answers reach
-// it through events, and what gathers while it sends goes in the next frame.
+// one after settleLag. One goroutine owns the window and watches the
+// handlers' answers itself, with no goroutine per message: it waits on the
+// front delivery's answer, takes every answer already given behind it up to
+// the first still pending, and looks at the rest every settleLag; what
+// gathers while it sends goes in the next frame.
 type settler struct {
 	ch     ackChannel
 	events chan settleEvent
@@ -76,6 +89,9 @@ type settler struct {
 type slot struct {
 	tag   uint64
 	state uint8
+	msg   answered
+	ended <-chan struct{} // the message's context's end: a shutdown that outlived its timeout
+	done  func()          // ends the message's context once it is settled
 }
 
 func newSettler(ch ackChannel, buffer int, stats *SettleStats) *settler {
@@ -92,9 +108,14 @@ func (st *settler) send(ev settleEvent) {
 	}
 }
 
-func (st *settler) add(tag uint64)            { st.send(settleEvent{tag: tag, kind: evAdd}) }
-func (st *settler) keep(tag uint64)           { st.send(settleEvent{tag: tag, kind: evKeep}) }
-func (st *settler) settle(tag uint64, a bool) { st.send(settleEvent{tag: tag, kind: evSettle, ack: a}) }
+// add puts a delivery in the window before it is handed out as msg, whose
+// context ends with ended and is ended by end once the message is settled.
+func (st *settler) add(tag uint64, msg answered, ended <-chan struct{}, end func()) {
+	st.send(settleEvent{tag: tag, kind: evAdd, msg: msg, ended: ended, end: end})
+}
+
+// keep marks a delivery never handed out: it goes back with the channel.
+func (st *settler) keep(tag uint64) { st.send(settleEvent{tag: tag, kind: evKeep}) }
 
 // wait returns a channel closed once every delivery handed out is settled
 // and sent, or the settler stopped.
@@ -125,6 +146,12 @@ func (st *settler) run() {
 	lag.Stop()
 	armed := false
 	for {
+		var acked, nacked, ended <-chan struct{}
+		if len(st.window) > 0 && st.window[0].state == stPending && st.window[0].msg != nil {
+			f := st.window[0]
+			acked, nacked, ended = f.msg.Acked(), f.msg.Nacked(), f.ended
+		}
+		all := false
 		select {
 		case ev := <-st.events:
 			st.apply(ev)
@@ -136,13 +163,20 @@ func (st *settler) run() {
 					more = false
 				}
 			}
-			st.flush()
+		case <-acked:
+		case <-nacked:
+		case <-ended:
 		case <-lag.C:
-			armed = false
-			st.flushBehind()
+			armed, all = false, true
 		case <-st.quit:
 			lag.Stop()
+			st.release()
 			return
+		}
+		st.look(all)
+		st.flush()
+		if all {
+			st.flushBehind()
 		}
 		if st.pending == 0 {
 			for _, w := range st.waiters {
@@ -150,17 +184,70 @@ func (st *settler) run() {
 			}
 			st.waiters = st.waiters[:0]
 		}
-		if !armed && st.settledBehind() {
+		if !armed && (len(st.window) > 1 || st.unsent > 0) {
 			lag.Reset(settleLag)
 			armed = true
 		}
 	}
 }
 
+// look takes the answers handlers have given: from the front up to the
+// first delivery still unanswered, or (all) of the whole window.
+func (st *settler) look(all bool) {
+	for i := range st.window {
+		s := &st.window[i]
+		if s.state != stPending || s.msg == nil {
+			continue
+		}
+		select {
+		case <-s.msg.Acked():
+			st.answer(s, true)
+		case <-s.msg.Nacked():
+			st.answer(s, false)
+		default:
+			if !all {
+				return
+			}
+		}
+	}
+}
+
+// answer records a handler's answer of s and ends its message's context.
+func (st *settler) answer(s *slot, ack bool) {
+	s.state = stNack
+	if ack {
+		s.state = stAck
+	}
+	st.pending--
+	st.unsent++
+	if s.done != nil {
+		s.done()
+	}
+}
+
+// release leaves the messages still unanswered when the settler stops (its
+// channel is gone): each one's context ends once it is answered, or with
+// the subscriber's hard stop.
+func (st *settler) release() {
+	for _, s := range st.window {
+		if s.state != stPending || s.msg == nil || s.done == nil {
+			continue
+		}
+		go func() {
+			select {
+			case <-s.msg.Acked():
+			case <-s.msg.Nacked():
+			case <-s.ended:
+			}
+			s.done()
+		}()
+	}
+}
+
 func (st *settler) apply(ev settleEvent) {
 	switch ev.kind {
 	case evAdd:
-		st.window = append(st.window, slot{tag: ev.tag, state: stPending})
+		st.window = append(st.window, slot{tag: ev.tag, state: stPending, msg: ev.msg, ended: ev.ended, done: ev.end})
 		st.pending++
 	case evKeep:
 		if i := st.find(ev.tag); i >= 0 && st.window[i].state == stPending {
@@ -169,12 +256,7 @@ func (st *settler) apply(ev settleEvent) {
 		}
 	case evSettle:
 		if i := st.find(ev.tag); i >= 0 && st.window[i].state == stPending {
-			st.window[i].state = stNack
-			if ev.ack {
-				st.window[i].state = stAck
-			}
-			st.pending--
-			st.unsent++
+			st.answer(&st.window[i], ev.ack)
 		}
 	case evWait:
 		st.waiters = append(st.waiters, ev.done)

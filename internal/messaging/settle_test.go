@@ -1,8 +1,14 @@
 package messaging
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -143,4 +149,61 @@ func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
 			}
 		}
 	})
+}
+
+// lockedFrames records a running settler's frames.
+type lockedFrames struct {
+	mu     sync.Mutex
+	frames []string
+}
+
+func (l *lockedFrames) Ack(tag uint64, multiple bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.frames = append(l.frames, fmt.Sprintf("ack %d multiple=%v", tag, multiple))
+	return nil
+}
+
+func (l *lockedFrames) Nack(tag uint64, multiple, requeue bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.frames = append(l.frames, fmt.Sprintf("nack %d", tag))
+	return nil
+}
+
+func (l *lockedFrames) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.frames)
+}
+
+// A running settler watches the messages' answers itself: answers given
+// behind an unanswered front go out one by one after settleLag, the front's
+// answer then goes out alone, and each message's context ends once it is
+// answered.
+func TestSettlerWatchesTheMessagesAnswers(t *testing.T) {
+	f := &lockedFrames{}
+	st := newSettler(f, 16, &SettleStats{})
+	defer st.stop()
+	msgs := make([]*message.Message, 4)
+	ended := make([]context.Context, 4)
+	for i := range msgs {
+		msgs[i] = message.NewMessage(fmt.Sprint(i), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		ended[i] = ctx
+		st.add(uint64(i+1), msgs[i], ctx.Done(), cancel)
+	}
+	msgs[1].Ack()
+	msgs[2].Nack()
+	msgs[3].Ack()
+	require.Eventually(t, func() bool { return len(f.get()) == 3 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, []string{"ack 2 multiple=false", "nack 3", "ack 4 multiple=false"}, f.get())
+	require.NoError(t, ended[0].Err(), "the unanswered message's context lives")
+	for _, c := range ended[1:] {
+		require.Error(t, c.Err(), "an answered message's context ended")
+	}
+	msgs[0].Ack()
+	require.Eventually(t, func() bool { return len(f.get()) == 4 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, "ack 1 multiple=false", f.get()[3])
+	<-st.wait()
 }

@@ -491,35 +491,13 @@ func (l *lane) finish(st *settler) bool {
 func (l *lane) hand(d amqp.Delivery, st *settler, giveUp <-chan struct{}) bool {
 	s := l.sub.s
 	msg, cancel := s.message(d, l.sub.topic)
-	st.add(d.DeliveryTag)
+	st.add(d.DeliveryTag, msg, msg.Context().Done(), cancel)
 	select {
 	case l.sub.out <- msg:
+		return true
 	case <-giveUp:
 		cancel()
 		st.keep(d.DeliveryTag)
-		return false
-	}
-	go func() {
-		ack := false
-		select {
-		case <-msg.Acked():
-			ack = true
-		case <-msg.Nacked():
-		case <-s.hard.Done():
-		}
-		cancel() // the message's context ends once it is settled
-		if ack || isClosed(msg.Nacked()) {
-			st.settle(d.DeliveryTag, ack)
-		}
-	}()
-	return true
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
 		return false
 	}
 }
