@@ -147,7 +147,7 @@ func TestBenchShortRun(t *testing.T) {
 	require.Zero(t, rep.Scores.Errors)
 	require.Positive(t, rep.Scores.RatioToRaw)
 	require.True(t, rep.Scores.Checked)
-	require.Len(t, rep.Targets, 6, "issue 10's five, and the relay's lag at its default interval")
+	require.Len(t, rep.Targets, 6, "the five of doc/performance.md, and the relay's lag at its default interval")
 
 	// Nothing of the bench's fleet is left.
 	var dbs int

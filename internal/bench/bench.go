@@ -147,7 +147,7 @@ type SubscriberRun struct {
 	WorkerPeakRSS int64   `json:"worker_peak_rss_bytes"`
 }
 
-// Target is one of issue 10's goals, checked on this run's figures.
+// Target is one of the bench's goals (doc/performance.md), checked on this run's figures.
 type Target struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`

@@ -130,7 +130,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if err := writeRelayCPU(w, &rep.Relay); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nGoals (issue 10), on this run's figures")
+	fmt.Fprintln(w, "\nGoals, on this run's figures")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, t := range rep.Targets {
 		met := "met"
