@@ -145,6 +145,7 @@ func (st *settler) run() {
 	lag := time.NewTimer(time.Hour)
 	lag.Stop()
 	armed := false
+	var stuck uint64 // the front's tag when the timer was armed
 	for {
 		var acked, nacked, ended <-chan struct{}
 		if len(st.window) > 0 && st.window[0].state == stPending && st.window[0].msg != nil {
@@ -167,7 +168,11 @@ func (st *settler) run() {
 		case <-nacked:
 		case <-ended:
 		case <-lag.C:
-			armed, all = false, true
+			// Only a front unanswered for a whole settleLag makes the
+			// settler look behind it: while the front moves, the answers
+			// behind it are taken as it reaches them.
+			armed = false
+			all = st.unsent > 0 || len(st.window) > 0 && st.window[0].tag == stuck
 		case <-st.quit:
 			lag.Stop()
 			st.release()
@@ -185,6 +190,7 @@ func (st *settler) run() {
 			st.waiters = st.waiters[:0]
 		}
 		if !armed && (len(st.window) > 1 || st.unsent > 0) {
+			stuck = st.window[0].tag
 			lag.Reset(settleLag)
 			armed = true
 		}
@@ -199,16 +205,26 @@ func (st *settler) look(all bool) {
 		if s.state != stPending || s.msg == nil {
 			continue
 		}
-		select {
-		case <-s.msg.Acked():
+		switch {
+		case closed(s.msg.Acked()):
 			st.answer(s, true)
-		case <-s.msg.Nacked():
+		case closed(s.msg.Nacked()):
 			st.answer(s, false)
-		default:
-			if !all {
-				return
-			}
+		case !all:
+			return
 		}
+	}
+}
+
+// closed says whether c is closed. A receive that may not block on one
+// channel takes no lock while the channel is open and empty, which a select
+// of two channels would.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
