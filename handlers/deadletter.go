@@ -80,7 +80,7 @@ func jsonObject(body []byte) map[string]json.RawMessage {
 	return obj
 }
 
-// lastError is the reason the message died: the header the retry flow sets,
+// lastError is the reason the message died: the header the retry middleware sets,
 // or else the body's lastError field (a Spring producer's own DLQ copy).
 func lastError(header string, body map[string]json.RawMessage) *string {
 	s := header

@@ -38,7 +38,7 @@ const deadPage = 500
 //   - its body cannot be decoded (a replay is refused the same way);
 //   - it names no account, byte for byte as the ledger matches it (the
 //     ledger refuses it; once such an account exists, it holds that user);
-//   - it was refused as permanent (the flow's x-dead-reason "permanent: ...")
+//   - it was refused as permanent (the retry middleware's x-dead-reason "permanent: ...")
 //     by an account that existed when it died: the refusal is the data's,
 //     and a replay meets it again. A refusal before the account existed
 //     may have been for want of it, and a replay would apply: it holds.
@@ -175,7 +175,7 @@ func judgeDead(ref dlq.Ref, row store.DeadLetter) DeadDeduction {
 const refusedPrefix = "permanent:"
 
 // deadReason is why a stored message died: the x-dead-reason header the
-// retry flow sets ("permanent: ..." or "retries exhausted ..."), or else
+// retry middleware sets ("permanent: ..." or "retries exhausted ..."), or else
 // its last error.
 func deadReason(row store.DeadLetter) string {
 	var headers map[string]any

@@ -132,7 +132,7 @@ type Worker struct {
 type WorkerSection struct {
 	OpsAddr            string
 	Prefetch           int
-	Batch              int            // most deliveries per call of a batching consumer
+	Batch              int            // the group commit of agent-billing and agent-usage-stats: their prefetch is at least twice this
 	Concurrency        map[string]int // channels per queue, by domain; every domain is present
 	HandlerTimeout     time.Duration
 	ShutdownTimeout    time.Duration
