@@ -10,7 +10,11 @@ import (
 // handler and the middleware inside log with that context carries it.
 func CorrelationMiddleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		msg.SetContext(correlation.WithTraceID(msg.Context(), deliveryIn(msg).TraceID))
+		// Isle's Subscriber put it there with the Delivery (withDelivery):
+		// only a message from elsewhere needs it read again.
+		if correlation.TraceID(msg.Context()) == "" {
+			msg.SetContext(correlation.WithTraceID(msg.Context(), deliveryIn(msg).TraceID))
+		}
 		return h(msg)
 	}
 }

@@ -23,13 +23,9 @@ func DeadLetterMiddleware(dom topology.Domain, cfg ChainConfig, log *slog.Logger
 	delay := cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			d := deliveryIn(msg)
-			if dom.RetryHeader != "" {
-				d.Retry = ParseRetry(d.Headers[dom.RetryHeader])
-			}
+			d := retryRead(msg, dom)
 			d.HeadersJSON = d.headersJSON()
-			ctx := withDelivery(msg.Context(), d)
-			msg.SetContext(ctx)
+			ctx := setDelivery(msg, d)
 			began := time.Now()
 			out, err := h(msg)
 			took := time.Since(began)

@@ -37,13 +37,9 @@ func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *
 	r := &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			d := deliveryIn(msg)
-			if dom.RetryHeader != "" {
-				d.Retry = ParseRetry(d.Headers[dom.RetryHeader])
-			}
+			d := retryRead(msg, dom)
 			d.assignID() // before the handler: its copies carry it
-			ctx := withDelivery(msg.Context(), d)
-			msg.SetContext(ctx)
+			ctx := setDelivery(msg, d)
 			began := time.Now()
 			out, err := h(msg)
 			took := time.Since(began)
@@ -158,4 +154,21 @@ func truncate(s string) string {
 		return s
 	}
 	return Clip(s, maxErrorText) + "…"
+}
+
+// retryRead is msg's Delivery with dom's retry header read (Delivery.Retry).
+func retryRead(msg *message.Message, dom topology.Domain) Delivery {
+	d := deliveryIn(msg)
+	if dom.RetryHeader != "" {
+		d.Retry = ParseRetry(d.Headers[dom.RetryHeader])
+	}
+	return d
+}
+
+// setDelivery puts d in msg's context, for the handler and the middleware
+// inside, and returns that context.
+func setDelivery(msg *message.Message, d Delivery) context.Context {
+	ctx := withDelivery(msg.Context(), d)
+	msg.SetContext(ctx)
+	return ctx
 }

@@ -14,9 +14,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// frameLog records what a settler sends, and checks each frame against what
-// the handlers answered so far, as the broker would: an ack of a delivery
-// not (or no longer) outstanding closes the channel.
+// frameLog records what a settler sends, and checks each frame against the
+// handlers' answers given before it, as the broker would: an ack of a
+// delivery not (or no longer) outstanding closes the channel.
 type frameLog struct {
 	t      require.TestingT
 	frames []string
