@@ -285,7 +285,7 @@ func TestOutboxPurgeSettings(t *testing.T) {
 func TestReplicationBackfillSettings(t *testing.T) {
 	c, err := config.LoadReconcile(env(nil))
 	require.NoError(t, err)
-	require.False(t, c.Reconcile.BackfillEnabled, "off by default, as in seed 002")
+	require.False(t, c.Reconcile.BackfillEnabled, "off by default (doc/config.md)")
 	require.Equal(t, 5*time.Second, c.Reconcile.BackfillInterval)
 	require.Equal(t, 10*time.Minute, c.Reconcile.Backfill.StuckAfter)
 	require.Equal(t, 200, c.Reconcile.Backfill.Batch)
