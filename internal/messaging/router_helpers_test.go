@@ -11,8 +11,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/store/storetest"
-	"github.com/eisland/isle/topology"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -142,21 +140,7 @@ func runRouter(t *testing.T, f *feeder, routes ...testRoute) {
 // test to read.
 func setupSlowRetry(t *testing.T) *testBundle {
 	t.Helper()
-	conn, prefix := storetest.AMQP(t)
-	retry := map[string]topology.RetryPolicy{}
-	for _, name := range topology.DomainNames() {
-		if p, ok := topology.SeedRetry(name); ok {
-			retry[name] = topology.RetryPolicy{MaxRetries: p.MaxRetries, Delay: time.Hour}
-		}
-	}
-	tp, err := topology.New(topology.Config{Prefix: prefix, Retry: retry})
-	require.NoError(t, err)
-	log := testLogger(t)
-	m := messaging.NewMetrics(prometheus.NewRegistry())
-	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Name: t.Name()}, tp, m, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pub.Close() })
-	return &testBundle{conn: conn, tp: tp, pub: pub, metrics: m, log: log}
+	return setupRetry(t, time.Hour)
 }
 
 // take waits for a message in queue and takes it off, as a delivery of

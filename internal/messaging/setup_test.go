@@ -50,11 +50,21 @@ func testLogger(t *testing.T) *slog.Logger {
 // database for dead messages, and a publisher.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	b := setupRetry(t, retryDelay)
+	b.db = storetest.MySQL(t)
+	b.chainCfg = messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond}
+	return b
+}
+
+// setupRetry gives a test its own exchange prefix, whose retry queues keep
+// a copy for delay, and a publisher.
+func setupRetry(t *testing.T, delay time.Duration) *testBundle {
+	t.Helper()
 	conn, prefix := storetest.AMQP(t)
 	retry := map[string]topology.RetryPolicy{}
 	for _, name := range topology.DomainNames() {
 		if p, ok := topology.SeedRetry(name); ok {
-			retry[name] = topology.RetryPolicy{MaxRetries: p.MaxRetries, Delay: retryDelay}
+			retry[name] = topology.RetryPolicy{MaxRetries: p.MaxRetries, Delay: delay}
 		}
 	}
 	tp, err := topology.New(topology.Config{Prefix: prefix, Retry: retry})
@@ -64,10 +74,7 @@ func setup(t *testing.T) *testBundle {
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Name: t.Name()}, tp, m, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close() })
-	return &testBundle{
-		conn: conn, tp: tp, db: storetest.MySQL(t), pub: pub, metrics: m, log: log,
-		chainCfg: messaging.ChainConfig{RequeueDelay: 50 * time.Millisecond},
-	}
+	return &testBundle{conn: conn, tp: tp, pub: pub, metrics: m, log: log}
 }
 
 func (b *testBundle) domain(t *testing.T, name string) topology.Domain {
