@@ -198,3 +198,35 @@ func TestChargeSettlesACommittedRechargeBeforeRefusing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "497.00000000", bal.StringFixed(8))
 }
+
+// The payment consumer's own settle may land between a charge that found
+// the hot balance empty and the charge's settle of the recharges, which
+// then finds nothing left to settle: the money is in the hot balance all
+// the same, and the charge must take it rather than answer 402 to a user
+// whose order says PAID.
+func TestChargeTakesARechargeTheConsumerSettledMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.svc.Charge(ctx, billing.Request{ID: "all", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 10}})
+	require.NoError(t, err)
+
+	var acct store.UserAccount
+	require.NoError(t, b.db.Where("username = ?", "alice").Take(&acct).Error)
+	require.NoError(t, b.db.Exec("INSERT INTO agent_ledger (username, kind, entry_id, seq, amount_fen, source, occurred_at)"+
+		" VALUES ('alice', 'RECHARGE', 'order-2', ?, 500, 'payment', NOW(6))", acct.LedgerSeq+1).Error)
+	require.NoError(t, b.db.Exec("UPDATE user_account SET balance_fen = balance_fen + 500, ledger_seq = ledger_seq + 1,"+
+		" hot_entries = hot_entries + 1 WHERE username = 'alice'").Error)
+	billing.SetSettling(b.svc, func() {
+		var row store.LedgerEntry
+		require.NoError(t, b.db.Where("entry_id = 'order-2'").Take(&row).Error)
+		out, err := store.NewBalances(b.db, b.r).SettleCredit(ctx, row) // the consumer's settle
+		require.NoError(t, err)
+		require.NotEqual(t, store.SettleSettled, out, "the consumer settles it first")
+	})
+
+	c, err := b.svc.Charge(ctx, billing.Request{ID: "after", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 3}})
+	require.NoError(t, err, "the paid recharge is spendable")
+	require.Equal(t, "3.00000000", c.Deducted.StringFixed(8))
+	require.Equal(t, "497.00000000", c.Balance.StringFixed(8))
+}
