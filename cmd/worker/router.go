@@ -47,7 +47,7 @@ func topics(selected []route) map[string]messaging.TopicConfig {
 // was logged by the middleware already (the failures that reach the Router
 // are nacks: a copy that could not be published, a shutdown).
 func routerLogger(log *slog.Logger) watermill.LoggerAdapter {
-	return watermill.NewSlogLoggerWithLevelMapping(log.With("component", "router"), map[slog.Level]slog.Level{
+	return messaging.WatermillLogger(log.With("component", "router"), map[slog.Level]slog.Level{
 		slog.LevelInfo:  slog.LevelDebug,
 		slog.LevelError: slog.LevelWarn,
 	})

@@ -40,7 +40,7 @@ type wamqpSubscriber struct {
 // and declares nothing: the contract's queues carry arguments the topology
 // declared them with.
 func newWatermillAMQPSubscriber(url string, prefetch int, topics map[string]messaging.TopicConfig, log *slog.Logger) (*wamqpSubscriber, error) {
-	logger := watermill.NewSlogLoggerWithLevelMapping(log.With("component", "watermill-amqp"), map[slog.Level]slog.Level{
+	logger := messaging.WatermillLogger(log.With("component", "watermill-amqp"), map[slog.Level]slog.Level{
 		slog.LevelInfo: slog.LevelDebug, // a line per channel opened and closed
 	})
 	conn, err := wamqp.NewConnection(wamqp.ConnectionConfig{AmqpURI: url}, logger)
