@@ -114,7 +114,7 @@ func TestBenchShortRun(t *testing.T) {
 	require.Positive(t, wa.RatioToIsle)
 
 	// The relay drained a tenth of the default 20,000 rows, then took rows
-	// at 1,000/s for a fifth of 10 s at its default interval and the seed's 3 s;
+	// at 1,000/s for a fifth of 10 s at its default interval and the Spring backend's 3 s;
 	// every row's message reached the bench's consumer.
 	require.Equal(t, "payment-receipt", rep.Relay.Domain)
 	require.EqualValues(t, 2000, rep.Relay.Drain.Rows)

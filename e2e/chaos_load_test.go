@@ -216,7 +216,7 @@ func (l *loadEnv) codeLoop(ctx context.Context, rnd *rand.Rand, rec *record, g i
 	}
 }
 
-// uploadLoop uploads wallpapers for user, five at most (the seed's limit
+// uploadLoop uploads wallpapers for user, five at most (the Spring backend's limit
 // per hour).
 func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
 	for n := 0; n < 5 && ctx.Err() == nil; n++ {

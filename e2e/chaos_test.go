@@ -38,7 +38,7 @@ var (
 	chaosBroker = flag.Bool("chaos.broker", true, "restart the RabbitMQ application of this machine once (rabbitmqctl stop_app/start_app)")
 )
 
-// The fault suite (SPEC 6 and 8): the real binaries under mixed load
+// The fault suite (doc/faults.md): the real binaries under mixed load
 // across every domain while processes die and dependencies fail, then a
 // drain and every invariant checked. Run it with scripts/chaos.
 func TestChaos(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 const module = "github.com/eisland/isle/"
 
-// The import graph stays a DAG a reader can draw from memory (STYLE.md):
+// The import graph stays a DAG a reader can draw from memory:
 // store is a leaf, topology stands alone, producers and consumers meet only
 // in topology, and nothing imports a binary's wiring.
 func TestImportGraph(t *testing.T) {
@@ -108,7 +108,7 @@ func TestImportGraph(t *testing.T) {
 }
 
 // Payment callbacks are verified with the standard library, not a payment
-// SDK (issue 12): internal/paynotify imports nothing outside it but the
+// SDK (doc/payments.md): internal/paynotify imports nothing outside it but the
 // contract.
 func TestPaynotifyImportsOnlyTheStandardLibrary(t *testing.T) {
 	t.Parallel()

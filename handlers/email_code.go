@@ -16,7 +16,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// EmailCode mails verification codes (SPEC 4.1): it renders the scene's
+// EmailCode mails verification codes (doc/mail.md): it renders the scene's
 // mail and sends it through the configured mailer. A message older than
 // the code's TTL is dropped with a log line: its code can no longer be
 // used. A mailer's permanent refusal (a rejected address) goes to the DLQ;

@@ -11,7 +11,7 @@ import (
 )
 
 // PaymentNotify applies verified gateway notifications to their orders
-// (SPEC 4.2, store.Orders.ApplyNotify): one transition per order, from
+// (doc/payments.md, store.Orders.ApplyNotify): one transition per order, from
 // PENDING only, the benefit granted and the receipt queued in the same
 // transaction, a recharge credited to the Redis balance after the commit.
 // A notification that was not verified, names an unknown order or another

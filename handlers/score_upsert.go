@@ -10,7 +10,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// ScoreUpsert keeps each user's best run per game (SPEC 4.5,
+// ScoreUpsert keeps each user's best run per game (doc/games.md,
 // store.Scores.Upsert): MySQL keeps the maximum whatever the order of the
 // messages, the leaderboard, user-meta hash and high-score cache follow
 // it, and the consume idempotency key is set only once all of that is

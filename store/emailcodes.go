@@ -16,7 +16,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// The seed's email code limits (seed 000, DB 2).
+// The email code limits (their keys: doc/keys.md, database 2).
 const (
 	CodeIPPerHour     = 3
 	CodeEmailPerHour  = 3
@@ -45,7 +45,7 @@ var (
 
 // EmailCodes are the email verification codes of Redis DB 2: only an HMAC
 // of each code is kept (keyed by the pepper, over scene, address and code),
-// with the seed's limits on sending and on wrong attempts.
+// with the Spring backend's limits on sending and on wrong attempts.
 type EmailCodes struct {
 	r      *Redis
 	pepper []byte

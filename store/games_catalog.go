@@ -26,7 +26,7 @@ type Game struct {
 	PointsPerMove int64
 }
 
-// games are the games of eIsland's client (seed 002, Domain 6).
+// games are the games of eIsland's client (doc/games.md).
 var games = map[string]Game{
 	"2048":   {ID: "2048", Move: "a swipe that moved a tile", MovesPerSecond: 50, PointsPerMove: 60},
 	"tetris": {ID: "tetris", Move: "a piece locked", MovesPerSecond: 10, PointsPerMove: 27_830},

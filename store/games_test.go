@@ -91,7 +91,7 @@ func TestConcurrentRunsKeepTheBestEverywhere(t *testing.T) {
 	require.InDelta(t, keys.UserMetaTTL.Seconds(), ttl.Seconds(), 5)
 }
 
-// The seed's consumer set its idempotency key before the work: a first
+// The Spring backend's consumer set its idempotency key before the work: a first
 // attempt that failed looked done on retry. Here the first attempt times
 // out on a row another transaction holds, and the retry applies it.
 func TestRunWhoseFirstAttemptFailedIsAppliedOnRetry(t *testing.T) {

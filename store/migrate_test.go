@@ -15,7 +15,7 @@ import (
 	"gorm.io/gorm/schema"
 )
 
-// The tables SPEC names, plus the ones Isle adds for idempotency.
+// The contract's tables, plus the ones Isle adds for idempotency.
 var specTables = []string{
 	"user_account", "agent_ledger", "agent_model_pricing", "agent_usage_stats", "agent_usage_event",
 	"payment_order", "payment_notify_record",

@@ -19,7 +19,7 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// The products, channels and statuses of a payment order (SPEC 4.2).
+// The products, channels and statuses of a payment order (doc/payments.md).
 const (
 	ProductProMonth      = "pro-month"
 	ProductAgentRecharge = "agent-recharge"
@@ -36,12 +36,12 @@ const (
 	// plus this.
 	OrderTTL = 30 * time.Minute
 	// ActiveOrderGrace and ReceiptEmailGrace are how long past an order's
-	// expiry its active-order and receipt-email keys live (seed 000, DB 10:
-	// "order expire + 5 min", "order expire + 60 min").
+	// expiry its active-order and receipt-email keys live (doc/keys.md, database 10:
+	// the order's expiry + 5 min and + 60 min).
 	ActiveOrderGrace  = 5 * time.Minute
 	ReceiptEmailGrace = 60 * time.Minute
 	// ProMonthPriceDefaultFen is the pro-month price when Redis has none
-	// under payment:pricing:pro-month:amount-fen (the seed's example, 15 yuan).
+	// under payment:pricing:pro-month:amount-fen (the Spring backend's example, 15 yuan).
 	ProMonthPriceDefaultFen = 1500
 	// RechargeMaxFen bounds one agent recharge: 100,000 yuan.
 	RechargeMaxFen = 10_000_000

@@ -16,7 +16,7 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// The statuses an order moves to from PENDING (SPEC 4.2). PENDING → PAID
+// The statuses an order moves to from PENDING (doc/payments.md). PENDING → PAID
 // and PENDING → CLOSED happen once; PAID → REFUNDED records a refund.
 const (
 	OrderPaid     = "PAID"

@@ -34,7 +34,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	relayRows := fs.Int("relay-rows", bench.RelayRowsDefault, "relay phase: outbox rows of the backlog the relay drains")
 	relayRate := fs.Int("relay-rate", bench.RelayRateDefault, "relay phase: outbox rows inserted per second to measure the lag")
 	relayLag := fs.Duration("relay-lag", bench.RelayLagDefault, "relay phase: how long rows are inserted at -relay-rate, at each interval")
-	relayInterval := fs.Duration("relay-interval", bench.RelayIntervalDefault, "relay phase: a second poll interval measured beside the relay's default (the seed's 3s by default; skipped when equal)")
+	relayInterval := fs.Duration("relay-interval", bench.RelayIntervalDefault, "relay phase: a second poll interval measured beside the relay's default (the Spring backend's 3s by default; skipped when equal)")
 	phases := fs.String("phases", strings.Join(bench.Phases, ","), "the phases to run, comma-separated; a ratio needs its baseline's phase")
 	if pos, err := parseFlags(fs, args); err != nil {
 		return err

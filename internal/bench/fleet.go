@@ -90,7 +90,7 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"API_OPS_ADDR=127.0.0.1:0", // the default port would collide with a local fleet's
 		"API_JWT_SECRET=" + string(r.cfg.JWTSecret),
 		"WORKER_OPS_ADDR=127.0.0.1:0",
-		"GAME_SCORE_SUBMIT_PER_MINUTE=" + strconv.Itoa(scoreSubmitLimit), // the seed's 10 would measure 429s
+		"GAME_SCORE_SUBMIT_PER_MINUTE=" + strconv.Itoa(scoreSubmitLimit), // the Spring backend's 10 would measure 429s
 		"RELAY_OPS_ADDR=127.0.0.1:0",
 		"LOG_FORMAT=json",
 		// The worker consumes through Isle's subscriber, whatever the

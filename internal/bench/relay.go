@@ -23,7 +23,7 @@ const (
 	RelayRowsDefault     = 20_000
 	RelayRateDefault     = 1_000
 	RelayLagDefault      = 10 * time.Second
-	RelayIntervalDefault = 3 * time.Second // the seed's, beside the relay's own default
+	RelayIntervalDefault = 3 * time.Second // the Spring backend's, beside the relay's own default
 )
 
 // The relay phase's settings.

@@ -26,7 +26,7 @@ const (
 	// (doc/games.md).
 	scoreGame = "tetris"
 	// scoreSubmitLimit is the own fleet's submit limit per user and game
-	// per minute (GAME_SCORE_SUBMIT_PER_MINUTE): the seed's 10 would make
+	// per minute (GAME_SCORE_SUBMIT_PER_MINUTE): the Spring backend's 10 would make
 	// the phase measure 429s.
 	scoreSubmitLimit = 1_000_000
 	// scoreWait bounds the wait for the worker to apply every submission.

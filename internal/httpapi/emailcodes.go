@@ -15,7 +15,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// codeScenes are the scenes a code can be asked for (seed 000, DB 2).
+// codeScenes are the scenes a code can be asked for (doc/mail.md).
 var codeScenes = []string{"REGISTER", "LOGIN", "RESET_PASSWORD", "CHANGE_EMAIL", "UNREGISTER"}
 
 // emailCodeMaxBody bounds the email code endpoints' bodies.

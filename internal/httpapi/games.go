@@ -12,16 +12,16 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// The mini game's endpoints (SPEC 4.5, seed 000 DB 14): sessions, score
+// The mini game's endpoints (doc/games.md; keys in doc/keys.md, database 14): sessions, score
 // submissions (scores.go) and leaderboards. Each is for a user with an
-// account: the seed's keys name the account id, not the username.
+// account: the keys name the account id, not the username.
 
-// ScoreSubmitPerMinuteDefault is the seed's submission limit per user and
+// ScoreSubmitPerMinuteDefault is the submission limit per user and
 // game (mg:score:submit:rate).
 const ScoreSubmitPerMinuteDefault = 10
 
 // leaderboardRefreshFree is how many leaderboard reads a user makes of a
-// game in a minute before the answer asks for a CAPTCHA (seed 000:
+// game in a minute before the answer asks for a CAPTCHA (doc/games.md:
 // mg:score:leaderboard:refresh:rate, 5/min).
 const leaderboardRefreshFree = 5
 

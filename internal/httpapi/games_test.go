@@ -73,7 +73,7 @@ func TestGameSessionStarts(t *testing.T) {
 	require.Equal(t, keys.GameSessionTTL, expires.Sub(started))
 
 	sess, err := store.NewScores(b.db, b.redis).Session(t.Context(), "2048", id, out["sessionId"].(string))
-	require.NoError(t, err, "the seed's session key, under the account id")
+	require.NoError(t, err, "the Spring backend's session key, under the account id")
 	require.True(t, sess.StartedAt.Equal(started))
 
 	status, _, out = b.do(t, http.MethodPost, "/v1/games/chess/sessions", tok, "")
@@ -217,7 +217,7 @@ func TestScoreSubmitLimit(t *testing.T) {
 	require.True(t, secs >= 1 && secs <= 60, "%d", secs)
 	require.Equal(t, 10, b.scored(t), "the 11th was not published")
 	ttl := b.redis.Client(keys.DBMiniGame).TTL(t.Context(), b.redis.Keys().ScoreSubmitRate("2048", strconv.FormatInt(aliceID, 10))).Val()
-	require.True(t, ttl > 0 && ttl <= keys.ScoreRateWindow, "the seed's key, under the account id: %s", ttl)
+	require.True(t, ttl > 0 && ttl <= keys.ScoreRateWindow, "the Spring backend's key, under the account id: %s", ttl)
 
 	// Another game has its own budget.
 	status, _, out = b.do(t, http.MethodPost, "/v1/games/snake/scores", alice, scoreBody("r11", b.session(t, alice, "snake"), 10, 1000, 10))

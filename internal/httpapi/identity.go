@@ -18,7 +18,7 @@ var certifyIDField = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // encrypted material is a few kilobytes.
 const identityResultMaxBody = 256 << 10
 
-// identityResultLimit is the seed's identity rate limit (doc/keys.md,
+// identityResultLimit is the Spring backend's identity rate limit (doc/keys.md,
 // identity:rate): 3 results per user in 5 minutes. The user is in the
 // body, so the handler applies it once the body is read.
 func identityResultLimit(username string) Limit {

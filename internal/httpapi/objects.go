@@ -28,7 +28,8 @@ const (
 // objectKeyMax is stored_object.object_key's width.
 const objectKeyMax = 255
 
-// uploadLimits are seed 000's DB 7 limits: 3 avatars an hour per client IP
+// uploadLimits are the upload limits (doc/objects.md; keys in
+// doc/keys.md, database 7): 3 avatars an hour per client IP
 // and per account, 5 wallpapers an hour per user. They count the uploads
 // the API takes: a refused one (400, 413, 415, 429, 503) is given back.
 func (s *Server) uploadLimits() []Limit {

@@ -41,7 +41,7 @@ func answerOrder(o store.PaymentOrder) orderAnswer {
 		Channel: o.Channel, Status: o.Status, ReceiptEmail: o.ReceiptEmail, ExpireAt: o.ExpireAt, PaidAt: o.PaidAt, CreatedAt: o.CreatedAt}
 }
 
-// createOrder creates a PENDING payment order for the caller (SPEC 4.2):
+// createOrder creates a PENDING payment order for the caller (doc/payments.md):
 // 201 with the order; 400 for an unknown product or channel, a wrong
 // amount or a bad receipt address; 409 while the caller has an unexpired
 // PENDING order (details name it) or while another creation of the same

@@ -116,7 +116,7 @@ type scoreAcceptance struct {
 	Accepted      bool   `json:"accepted"`
 }
 
-// submitScore takes a finished run (SPEC 4.5). In order: the game and the
+// submitScore takes a finished run (doc/games.md). In order: the game and the
 // fields (400, without I/O), the caller's account (404), the limit of
 // GAME_SCORE_SUBMIT_PER_MINUTE per user and game (429), the session and
 // the run's plausibility (400), then the claim of the submit id and the

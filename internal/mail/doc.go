@@ -3,8 +3,8 @@
 // API (resend://api.resend.com?from=...) or, for development, a directory
 // that receives each message as an .eml file (file:///abs/dir?from=...).
 // It also owns the mails' words: embedded text and HTML templates for the
-// verification code of each scene (SPEC 4.1) and for the payment receipt
-// (SPEC 4.2), and ValidAddress, the address check the API applies before
+// verification code of each scene (doc/mail.md) and for the payment receipt
+// (doc/payments.md), and ValidAddress, the address check the API applies before
 // anything is published. It knows nothing else of Isle.
 //
 // Errors say whether a retry can help: an error wrapping ErrPermanent (a

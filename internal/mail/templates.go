@@ -28,7 +28,7 @@ const (
 	LangDefault = LangZH
 )
 
-// sceneFiles maps each verification scene of the contract (SPEC 4.1,
+// sceneFiles maps each verification scene of the contract (doc/mail.md,
 // EmailCodeDispatchMessage.scene) to its template file.
 var sceneFiles = map[string]string{
 	"REGISTER":       "register",

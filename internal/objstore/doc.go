@@ -4,7 +4,7 @@
 // It owns streaming uploads with a size limit and a SHA-256 computed on the
 // way, the object URLs written to MySQL (stored_object.source_url,
 // replica_url) and the way back from such a URL to a store and a key, which
-// the replication consumer needs (SPEC 4.4). It knows nothing else of Isle.
+// the replication consumer needs (doc/objects.md). It knows nothing else of Isle.
 //
 // Every store streams: an object is never held whole in memory. A Put over
 // the limit, or whose reader disagrees with the size it declared, leaves

@@ -44,7 +44,7 @@ type Sender interface {
 }
 
 // ReplicationBackfill is the replication-backfill job
-// (OBJECT_REPLICATION_BACKFILL_*, off by default as in seed 002): it
+// (OBJECT_REPLICATION_BACKFILL_*, off by default, doc/config.md): it
 // republishes the ObjectReplicationMessage of replication tasks stuck
 // pending or failed for longer than StuckAfter, whose message was lost
 // (a broker that lost it, a retry queue deleted, a publish the relay

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Object priorities as the object API writes them (SPEC 4.4): avatar high, wallpaper low.
+// Object priorities as the object API writes them (doc/objects.md): avatar high, wallpaper low.
 const (
 	avatarPriority    = 10
 	wallpaperPriority = 1

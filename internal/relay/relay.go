@@ -23,7 +23,7 @@ import (
 // Defaults of Config.
 const (
 	BatchSizeDefault   = 100
-	IntervalDefault    = 100 * time.Millisecond // the seed's 3 s left rows waiting up to 3 s (doc/outbox.md)
+	IntervalDefault    = 100 * time.Millisecond // the Spring backend's 3 s left rows waiting up to 3 s (doc/outbox.md)
 	LeaseDefault       = 30 * time.Second
 	BackoffBaseDefault = time.Second
 	BackoffMaxDefault  = 5 * time.Minute

@@ -69,7 +69,7 @@ func loadHTTP(l *loader) HTTP {
 		CodePepper: l.Secret("EMAIL_CODE_PEPPER", "",
 			"Key of the HMAC that email verification codes are kept as in Redis (verify:code); empty: one derived from the token key. Changing it voids the codes in flight."),
 		ScoreSubmitPerMinute: l.Int("GAME_SCORE_SUBMIT_PER_MINUTE", httpapi.ScoreSubmitPerMinuteDefault, 1, 1_000_000,
-			"Mini game score submissions a user may make per game in a minute (mg:score:submit:rate, INCR+EXPIRE); more are answered 429 with Retry-After. The seed's limit is 10; raise it for load tests."),
+			"Mini game score submissions a user may make per game in a minute (mg:score:submit:rate, INCR+EXPIRE); more are answered 429 with Retry-After. The Spring backend's limit is 10; raise it for load tests."),
 	}
 	h.Proxies, h.TrustProxyOld = loadProxies(l)
 	h.PublicMetrics = apiMetricsPublic(l)
@@ -216,7 +216,7 @@ func loadRelay(l *loader) RelaySection {
 		Enabled:            l.Bool("OBJECT_REPLICATION_OUTBOX_RELAY_ENABLED", true, "Enable outbox relay polling."),
 		BatchSize:          l.Int("OBJECT_REPLICATION_OUTBOX_RELAY_BATCH_SIZE", 100, 1, 10000, "Outbox rows claimed per poll."),
 		Interval: l.Millis("OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS", relay.IntervalDefault, 10*time.Millisecond, time.Hour,
-			"Longest wait between two polls of an outbox table, in ms: a full batch is followed by the next at once, one that found rows by a poll after 50 ms, and empty polls by waits doubling from 50 ms up to this. The seed's 3000 left a row waiting up to 3 s; a relay polling idle tables every 100 ms added no measurable CPU to MariaDB here."),
+			"Longest wait between two polls of an outbox table, in ms: a full batch is followed by the next at once, one that found rows by a poll after 50 ms, and empty polls by waits doubling from 50 ms up to this. The Spring backend's 3000 left a row waiting up to 3 s; a relay polling idle tables every 100 ms added no measurable CPU to MariaDB here."),
 		Lease: l.Millis("OBJECT_REPLICATION_OUTBOX_RELAY_LEASE_MS", relay.LeaseDefault, time.Second, time.Hour,
 			"How long a relay holds the outbox rows it claimed, in ms: a relay that dies leaves them to another after this. "+
 				"Longer than RABBITMQ_PUBLISH_TIMEOUT, which bounds a batch's publishes (they run at once)."),
