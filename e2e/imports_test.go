@@ -61,14 +61,15 @@ func TestImportGraph(t *testing.T) {
 		"internal/testsignal":  {},
 		"internal/groupcommit": {},
 		"internal/sqltx":       {},
-		"internal/lease":       {},
-		"internal/ratelimit":   {},
+		"internal/luascript":   {}, // a package's embedded Lua scripts: go-redis only
+		"internal/lease":       {"internal/luascript"},
+		"internal/ratelimit":   {"internal/luascript"},
 		"internal/objstore":    {},
 		"internal/images":      {},
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
 		"internal/mail":        {},
-		"store":                {"store/keys", "internal/groupcommit", "internal/lease", "internal/sqltx", "topology"},
+		"store":                {"store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
 		"internal/messaging":   {"topology", "internal/correlation"},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eisland/isle/internal/luascript"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,17 +22,10 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func script(name string) *redis.Script {
-	src, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err) // embedded at build time
-	}
-	return redis.NewScript(string(src))
-}
-
 var (
-	renewScript  = script("renew.lua")
-	unlockScript = script("unlock.lua")
+	lua          = luascript.In(luaFS, "lua")
+	renewScript  = lua.Load("renew.lua")
+	unlockScript = lua.Load("unlock.lua")
 )
 
 // Lease is a Redis key held by one owner for a TTL that the owner renews:

@@ -11,25 +11,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eisland/isle/internal/luascript"
 	"github.com/redis/go-redis/v9"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func script(name string) *redis.Script {
-	src, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err) // embedded at build time
-	}
-	return redis.NewScript(string(src))
-}
-
 var (
-	tokenBucketScript = script("token_bucket.lua")
-	incrWindowScript  = script("incr_window.lua")
-	givebackScript    = script("giveback_window.lua")
-	slidingScript     = script("sliding_window.lua")
+	lua               = luascript.In(luaFS, "lua")
+	tokenBucketScript = lua.Load("token_bucket.lua")
+	incrWindowScript  = lua.Load("incr_window.lua")
+	givebackScript    = lua.Load("giveback_window.lua")
+	slidingScript     = lua.Load("sliding_window.lua")
 )
 
 // Bucket is a token bucket that refills Capacity tokens per Window.
