@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
@@ -14,8 +15,9 @@ import (
 // store.Scores.Upsert): MySQL keeps the maximum whatever the order of the
 // messages, the leaderboard, user-meta hash and high-score cache follow
 // it, and the consume idempotency key is set only once all of that is
-// done. A run for an unknown game, without a user or with a negative
-// score goes to the DLQ; anything else is retried (15 s × 5).
+// done. A run the game's rules refuse (game.CheckScore: an unknown game, a
+// negative score or one no run of the game can make) or without a user
+// goes to the DLQ; anything else is retried (15 s × 5).
 type ScoreUpsert struct {
 	scores *store.Scores
 	log    *slog.Logger
@@ -36,7 +38,7 @@ func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 // Handle applies m.
 func (h *ScoreUpsert) Handle(ctx context.Context, m topology.ScoreUpsert) error {
 	res, err := h.scores.Upsert(ctx, m)
-	if errors.Is(err, store.ErrScoreInvalid) {
+	if errors.Is(err, game.ErrScoreInvalid) {
 		return messaging.Permanent(err)
 	}
 	if err != nil {

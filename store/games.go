@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
@@ -30,15 +31,26 @@ type Scores struct {
 // NewScores returns the scores of db and r.
 func NewScores(db *gorm.DB, r *Redis) *Scores { return &Scores{db: db, r: r, now: time.Now} }
 
-// GameSession is one game played by a user: the seed the client plays
-// with and when it started. A score is submitted against it.
-type GameSession struct {
-	ID        string
-	GameID    string
-	UserID    int64
-	Seed      int64
-	StartedAt time.Time
-	ExpiresAt time.Time
+// The mini game's rules are package game's: the catalog, a session and
+// the check of a run against it. These names keep store's callers reading
+// as they did.
+type (
+	// Game is a mini game and the bounds of a plausible run of it.
+	Game = game.Game
+	// GameSession is one game played by a user (game.NewSession).
+	GameSession = game.Session
+)
+
+// ErrScoreInvalid is game.ErrScoreInvalid: a run, a score or a session
+// the game's rules refuse, and a score message without a user.
+var ErrScoreInvalid = game.ErrScoreInvalid
+
+// LookupGame returns the game named id (game.Lookup).
+func LookupGame(id string) (Game, bool) { return game.Lookup(id) }
+
+// CheckRun is sess.CheckRun: whether a run fits its game and session.
+func CheckRun(sess GameSession, score, durationMs int64, moves int32, now time.Time) error {
+	return sess.CheckRun(score, durationMs, moves, now)
 }
 
 func (s *Scores) client() *redis.Client { return s.r.Client(keys.DBMiniGame) }
@@ -47,17 +59,16 @@ func sessionValue(seed int64, startedAt time.Time) string {
 	return strconv.FormatInt(seed, 10) + ":" + strconv.FormatInt(startedAt.UnixMilli(), 10)
 }
 
-// StartSession starts a session of game for user: mg:score:session with
-// "seed:startedAtMillis" for 6 hours.
+// StartSession starts a session of game for user (game.NewSession):
+// mg:score:session with "seed:startedAtMillis" for 6 hours.
 func (s *Scores) StartSession(ctx context.Context, gameID string, userID int64) (GameSession, error) {
-	if _, ok := LookupGame(gameID); !ok {
-		return GameSession{}, fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, gameID)
-	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	now := s.now().Truncate(time.Millisecond)
-	sess := GameSession{ID: uuid.NewString(), GameID: gameID, UserID: userID, Seed: int64(binary.BigEndian.Uint64(b[:]) >> 1),
-		StartedAt: now, ExpiresAt: now.Add(keys.GameSessionTTL)}
+	sess, err := game.NewSession(uuid.NewString(), gameID, userID, int64(binary.BigEndian.Uint64(b[:])>>1), now)
+	if err != nil {
+		return GameSession{}, err
+	}
 	key := s.r.Keys().Key(keys.GameSession, gameID, strconv.FormatInt(userID, 10), sess.ID)
 	if err := s.client().Set(ctx, key, sessionValue(sess.Seed, now), keys.GameSessionTTL).Err(); err != nil {
 		return GameSession{}, fmt.Errorf("store: start %s session: %w", gameID, err)
@@ -82,9 +93,7 @@ func (s *Scores) Session(ctx context.Context, gameID string, userID int64, sessi
 	if !ok || err1 != nil || err2 != nil {
 		return GameSession{}, fmt.Errorf("store: %s session %s holds %q, not seed:startedAt", gameID, sessionID, v)
 	}
-	started := time.UnixMilli(start)
-	return GameSession{ID: sessionID, GameID: gameID, UserID: userID, Seed: seed, StartedAt: started,
-		ExpiresAt: started.Add(keys.GameSessionTTL)}, nil
+	return game.NewSession(sessionID, gameID, userID, seed, time.UnixMilli(start))
 }
 
 // Upserted says what Upsert did.
@@ -116,19 +125,15 @@ const betterRun = "(VALUES(score) > score OR (VALUES(score) = score AND (VALUES(
 // back; one that succeeded is skipped. The per-user lock (mg:score:lock,
 // 10 s, UUID, compare-and-delete) only keeps one user's submissions from
 // contending for the row: Upsert waits for it briefly, then goes on
-// without it. A score above what any run of the game can make in a
-// session (Game.MaxScore) is refused, as are an unknown game, a missing
-// user and a negative score.
+// without it. A score the game's rules refuse (game.CheckScore: an
+// unknown game, a negative score, one above what any run of the game can
+// make in a session) is refused, and so is a missing user.
 func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, error) {
-	g, ok := LookupGame(m.GameID)
-	if !ok {
-		return Upserted{}, fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, m.GameID)
+	if err := game.CheckScore(m.GameID, m.Score); err != nil {
+		return Upserted{}, err
 	}
-	if m.UserID == nil || *m.UserID <= 0 || m.Score < 0 {
-		return Upserted{}, fmt.Errorf("%w: user id and a score >= 0 are required", ErrScoreInvalid)
-	}
-	if m.Score > g.MaxScore() {
-		return Upserted{}, fmt.Errorf("%w: %d points, more than a run of %s can make in a session (%d)", ErrScoreInvalid, m.Score, g.ID, g.MaxScore())
+	if m.UserID == nil || *m.UserID <= 0 {
+		return Upserted{}, fmt.Errorf("%w: a user id is required", ErrScoreInvalid)
 	}
 	k, c := s.r.Keys(), s.client()
 	done := k.Key(keys.ScoreConsumeOnce, m.SubmitID)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -79,7 +80,7 @@ func TestConcurrentRunsKeepTheBestEverywhere(t *testing.T) {
 	// The board holds the run's BoardScore: the score, and a fraction for
 	// when it was achieved.
 	require.Equal(t, float64(best.Score), math.Floor(boardOf(t, r, "2048")["7"]))
-	require.Equal(t, store.BoardScore(best.Score, best.AchievedAt), boardOf(t, r, "2048")["7"])
+	require.Equal(t, game.BoardScore(best.Score, best.AchievedAt), boardOf(t, r, "2048")["7"])
 
 	c, k := r.Client(keys.DBMiniGame), r.Keys()
 	meta, err := c.HGetAll(ctx, k.Key(keys.UserMeta, "2048", "7")).Result()
@@ -222,31 +223,6 @@ func TestLeaderboardHoldsExactlyTheTop200(t *testing.T) {
 	require.Contains(t, board, "260")
 	require.NotContains(t, board, "60", "pushed out")
 	require.Contains(t, board, "61")
-}
-
-func TestCheckRun(t *testing.T) {
-	t.Parallel()
-	now := time.Now()
-	sess := store.GameSession{GameID: "2048", StartedAt: now.Add(-time.Minute)}
-	require.NoError(t, store.CheckRun(sess, 5000, 50_000, 300, now))
-	require.NoError(t, store.CheckRun(sess, 0, 0, 0, now), "an empty run is a run")
-	for name, c := range map[string]struct {
-		score, dur int64
-		moves      int32
-	}{
-		"negative score":       {-1, 1000, 10},
-		"longer than session":  {100, 120_000, 100},
-		"moves too fast":       {100, 1000, 500},
-		"points without moves": {100, 1000, 0},
-		"too many points/move": {1 << 40, 50_000, 10},
-		"negative moves":       {0, 1000, -1},
-		// Read as a time.Duration these wrapped to -1 ms and 192 µs.
-		"duration past int64 ns":   {0, math.MaxInt64, 0},
-		"duration wrapping to 0.2": {0, 9_223_372_036_854_776, 0},
-	} {
-		require.ErrorIs(t, store.CheckRun(sess, c.score, c.dur, c.moves, now), store.ErrScoreInvalid, name)
-	}
-	require.ErrorIs(t, store.CheckRun(store.GameSession{GameID: "chess", StartedAt: sess.StartedAt}, 1, 1, 1, now), store.ErrScoreInvalid)
 }
 
 func TestSessionsAndSubmitClaims(t *testing.T) {

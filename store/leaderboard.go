@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,13 +32,13 @@ type LeaderboardEntry struct {
 }
 
 // Leaderboard returns the top limit (1..200) of game from its ZSET, best
-// first (the higher score, then the run achieved first: BoardScore), with
-// each player's run from the user-meta hash (MySQL's row, cached again,
-// where the hash expired) and username. A board that is missing, or still
+// first (the higher score, then the run achieved first: game.BoardScore),
+// with each player's run from the user-meta hash (MySQL's row, cached
+// again, where the hash expired) and username. A board that is missing, or still
 // marked as being rebuilt, is rebuilt from MySQL first (cold start);
 // rebuilt says so.
 func (s *Scores) Leaderboard(ctx context.Context, gameID string, limit int) (entries []LeaderboardEntry, rebuilt bool, err error) {
-	if _, ok := LookupGame(gameID); !ok {
+	if _, ok := game.Lookup(gameID); !ok {
 		return nil, false, fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, gameID)
 	}
 	limit = min(max(limit, 1), keys.LeaderboardSize)
@@ -73,8 +74,9 @@ func (s *Scores) Leaderboard(ctx context.Context, gameID string, limit int) (ent
 	if err := s.fill(ctx, gameID, ids, entries); err != nil {
 		return nil, rebuilt, err
 	}
-	// The ZSET ranks equal scores achieved within one tick of BoardScore's
-	// clock by member; the runs' exact times put them in order.
+	// The ZSET ranks equal scores achieved within one tick of
+	// game.BoardScore's clock by member; the runs' exact times put them in
+	// order.
 	slices.SortStableFunc(entries, func(a, b LeaderboardEntry) int {
 		return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.AchievedAt, b.AchievedAt), cmp.Compare(a.UserID, b.UserID))
 	})

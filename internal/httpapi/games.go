@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/go-chi/chi/v5"
@@ -55,18 +56,18 @@ func badGameRequest(reason, field, message string) *Error {
 	return e
 }
 
-// game returns the route's game, or a 400 naming the games there are.
-func game(r *http.Request) (string, error) {
+// routeGame returns the route's game, or a 400 naming the games there are.
+func routeGame(r *http.Request) (string, error) {
 	id := chi.URLParam(r, "gameId")
-	if _, ok := store.LookupGame(id); !ok {
-		return "", badGameRequest(reasonUnknownGame, "", "no game "+strconv.Quote(id)+"; the games are "+strings.Join(store.GameIDs(), ", "))
+	if _, ok := game.Lookup(id); !ok {
+		return "", badGameRequest(reasonUnknownGame, "", "no game "+strconv.Quote(id)+"; the games are "+strings.Join(game.IDs(), ", "))
 	}
 	return id, nil
 }
 
 // player returns the route's game and the caller's account id.
 func (s *Server) player(r *http.Request) (gameID string, userID int64, err error) {
-	if gameID, err = game(r); err != nil {
+	if gameID, err = routeGame(r); err != nil {
 		return "", 0, err
 	}
 	p, _ := PrincipalFrom(r.Context())
@@ -114,7 +115,7 @@ type leaderboardAnswer struct {
 // its ZSET, rebuilt from MySQL when it is missing. Past 5 reads a minute
 // per user and game the answer still comes, with captchaRequired set.
 func (s *Server) leaderboard(w http.ResponseWriter, r *http.Request) error {
-	gameID, err := game(r)
+	gameID, err := routeGame(r)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func (s *Server) leaderboard(w http.ResponseWriter, r *http.Request) error {
 		Max: leaderboardRefreshFree, Per: keys.ScoreRateWindow, Key: perPlayer(gameID, userID)})
 	entries, rebuilt, err := store.NewScores(s.deps.DB, s.deps.Redis).Leaderboard(r.Context(), gameID, limit)
 	switch {
-	case errors.Is(err, store.ErrScoreInvalid): // the game was checked: not the client's fault
+	case errors.Is(err, game.ErrScoreInvalid): // the game was checked: not the client's fault
 		return err
 	case err != nil:
 		return Unavailable("leaderboard", err)

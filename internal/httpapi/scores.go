@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
@@ -20,14 +21,14 @@ import (
 )
 
 var (
-	// submitIDField fits mini_game_score.submit_id, VARCHAR(64): printable
-	// ASCII without spaces.
-	submitIDField  = regexp.MustCompile(`^[!-~]{1,64}$`)
-	sessionIDField = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	// submitIDField fits mini_game_score.submit_id (game.SubmitIDMax):
+	// printable ASCII without spaces.
+	submitIDField  = regexp.MustCompile(`^[!-~]{1,` + strconv.Itoa(game.SubmitIDMax) + `}$`)
+	sessionIDField = regexp.MustCompile(`^[A-Za-z0-9-]{1,` + strconv.Itoa(game.SessionIDMax) + `}$`)
 )
 
-// clientVersionMax is mini_game_score.client_version's width, VARCHAR(64).
-const clientVersionMax = 64
+// clientVersionMax is mini_game_score.client_version's width.
+const clientVersionMax = game.ClientVersionMax
 
 // scoreRequest is a submission as sent. The numbers are kept raw and parsed
 // as integers: decoded into float64 (or json.Number, which takes a quoted
@@ -77,7 +78,7 @@ func clip(s string, n int) string {
 func (q scoreRequest) validate() (scoreRun, error) {
 	run := scoreRun{SubmitID: q.SubmitID, SessionID: q.SessionID, ClientVersion: q.ClientVersion}
 	if !submitIDField.MatchString(q.SubmitID) {
-		return run, badGameRequest(reasonInvalidField, "submitId", "submitId: 1-64 printable ASCII characters, no spaces")
+		return run, badGameRequest(reasonInvalidField, "submitId", "submitId: 1-"+strconv.Itoa(game.SubmitIDMax)+" printable ASCII characters, no spaces")
 	}
 	if !sessionIDField.MatchString(q.SessionID) {
 		return run, badGameRequest(reasonBadSession, "sessionId", "sessionId: the id POST /v1/games/{gameId}/sessions answered")
@@ -96,7 +97,7 @@ func (q scoreRequest) validate() (scoreRun, error) {
 	run.Moves = int32(moves)
 	if !utf8.ValidString(q.ClientVersion) || utf8.RuneCountInString(q.ClientVersion) > clientVersionMax ||
 		strings.IndexFunc(q.ClientVersion, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return run, badGameRequest(reasonInvalidField, "clientVersion", "clientVersion: at most 64 printable characters")
+		return run, badGameRequest(reasonInvalidField, "clientVersion", "clientVersion: at most "+strconv.Itoa(clientVersionMax)+" printable characters")
 	}
 	return run, nil
 }
@@ -127,7 +128,7 @@ type scoreAcceptance struct {
 // both claims, so the client's retry is accepted (503) and the session is
 // used by an accepted run only.
 func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
-	gameID, err := game(r)
+	gameID, err := routeGame(r)
 	if err != nil {
 		return err
 	}
@@ -157,8 +158,8 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 		return Unavailable("game sessions", err)
 	}
 	now := s.now()
-	if err := store.CheckRun(sess, run.Score, run.DurationMs, run.Moves, now); err != nil {
-		return badGameRequest(reasonImplausibleRun, "", strings.TrimPrefix(err.Error(), store.ErrScoreInvalid.Error()+": "))
+	if err := sess.CheckRun(run.Score, run.DurationMs, run.Moves, now); err != nil {
+		return badGameRequest(reasonImplausibleRun, "", strings.TrimPrefix(err.Error(), game.ErrScoreInvalid.Error()+": "))
 	}
 	acc := scoreAcceptance{SubmitID: run.SubmitID, GameID: gameID, SessionID: run.SessionID, UserID: userID, Score: run.Score,
 		DurationMs: run.DurationMs, Moves: run.Moves, ClientVersion: run.ClientVersion, AchievedAt: now.UnixMilli(), Accepted: true}
