@@ -118,4 +118,5 @@ type UserAccount struct {
 	UpdatedAt   time.Time       `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps UserAccount to.
 func (UserAccount) TableName() string { return "user_account" }

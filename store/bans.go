@@ -60,7 +60,7 @@ type BanState struct {
 	Generation int64 // -1: Redis holds none (it lost its data, or no list was built yet)
 }
 
-// BanState checks username against Redis's ban list: the Bloom bitmap
+// State checks username against Redis's ban list: the Bloom bitmap
 // answers "certainly not" for almost every user in one round trip, which
 // also reads the list's generation, and the exact set settles the rest (so
 // there are no false positives).
@@ -140,6 +140,7 @@ type UserBan struct {
 	BannedAt time.Time `gorm:"column:banned_at"`
 }
 
+// TableName is the table gorm maps UserBan to.
 func (UserBan) TableName() string { return "user_ban" }
 
 // Ban records a ban in MySQL (the durable source) and in Redis (what the

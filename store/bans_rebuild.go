@@ -36,7 +36,7 @@ func nextBanGeneration(tx *gorm.DB) (int64, error) {
 	return gen, nil
 }
 
-// BanGeneration returns MySQL's ban generation (0 before the first change).
+// Generation returns MySQL's ban generation (0 before the first change).
 func (bs *Bans) Generation(ctx context.Context) (int64, error) {
 	db := bs.db
 	var gens []int64
@@ -49,7 +49,7 @@ func (bs *Bans) Generation(ctx context.Context) (int64, error) {
 	return gens[0], nil
 }
 
-// BanGeneration returns the generation Redis's ban list reflects, -1 when
+// HotGeneration returns the generation Redis's ban list reflects, -1 when
 // Redis holds none.
 func (bs *Bans) HotGeneration(ctx context.Context) (int64, error) {
 	r := bs.r
@@ -84,7 +84,7 @@ type BanRebuild struct {
 // rebuildBatch is how many users one pipeline adds to a rebuilt list.
 const rebuildBatch = 500
 
-// Bans.Rebuild replaces Redis's ban list (exact set, Bloom bitmap and
+// Rebuild replaces Redis's ban list (exact set, Bloom bitmap and
 // generation) with MySQL's, read in one snapshot, so bans since an older
 // Redis come back and unbans since are honoured (the old Bloom bits go too).
 // The list is built under keys of its own and swapped in atomically, and only

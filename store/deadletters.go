@@ -159,7 +159,7 @@ func (f DeadLetterFilter) where(q *gorm.DB) *gorm.DB {
 // likeEscaper makes a text match itself in a LIKE pattern escaped by '!'.
 var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
 
-// DeadLetters.List lists the rows of table that match f, each whole as
+// List lists the rows of table that match f, each whole as
 // DeadLetters.Get reads it, or without body and headers with f.SizesOnly (a
 // listing of large messages then holds none of them in memory).
 func (ds *DeadLetters) List(ctx context.Context, table string, f DeadLetterFilter) ([]DeadLetter, error) {

@@ -35,6 +35,7 @@ type LedgerEntry struct {
 	CreatedAt    time.Time       `gorm:"column:created_at"`
 }
 
+// TableName is the table gorm maps LedgerEntry to.
 func (LedgerEntry) TableName() string { return "agent_ledger" }
 
 // Deducted is what the hot balance took for a deduction entry: the amount

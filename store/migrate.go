@@ -57,7 +57,7 @@ func Migrate(ctx context.Context, db *gorm.DB) ([]Migration, error) {
 	if err := lockMigrations(ctx, conn); err != nil {
 		return nil, err
 	}
-	defer unlockMigrations(context.WithoutCancel(ctx), conn)
+	defer func() { _ = unlockMigrations(context.WithoutCancel(ctx), conn) }() // the lock ends with the connection anyway
 	results, err := p.Up(ctx)
 	var applied []Migration
 	for _, r := range results {

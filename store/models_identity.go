@@ -14,6 +14,7 @@ type IdentityVerification struct {
 	UpdatedAt       time.Time  `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps IdentityVerification to.
 func (IdentityVerification) TableName() string { return "identity_verification" }
 
 // GameScore is a row of mini_game_score: a user's best score in one game.
@@ -31,4 +32,5 @@ type GameScore struct {
 	UpdatedAt     time.Time `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps GameScore to.
 func (GameScore) TableName() string { return "mini_game_score" }

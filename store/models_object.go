@@ -17,6 +17,7 @@ type StoredObject struct {
 	UpdatedAt     time.Time `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps StoredObject to.
 func (StoredObject) TableName() string { return "stored_object" }
 
 // ObjectOutbox is a row of object_outbox, written with its object: the
@@ -32,6 +33,7 @@ type ObjectOutbox struct {
 	CreatedAt time.Time `gorm:"column:created_at"`
 }
 
+// TableName is the table gorm maps ObjectOutbox to.
 func (ObjectOutbox) TableName() string { return "object_outbox" }
 
 // ReplicationTask is a row of object_replication_task; one per outbox row.
@@ -52,4 +54,5 @@ type ReplicationTask struct {
 	DoneAt    *time.Time `gorm:"column:done_at"`
 }
 
+// TableName is the table gorm maps ReplicationTask to.
 func (ReplicationTask) TableName() string { return "object_replication_task" }

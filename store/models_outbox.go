@@ -45,6 +45,7 @@ type OutboxMessage struct {
 	CreatedAt time.Time `gorm:"column:created_at"`
 }
 
+// TableName is the table gorm maps OutboxMessage to.
 func (OutboxMessage) TableName() string { return "outbox" }
 
 // Models lists one value of every gorm model, for schema checks.

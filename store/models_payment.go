@@ -21,6 +21,7 @@ type PaymentOrder struct {
 	UpdatedAt     time.Time  `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps PaymentOrder to.
 func (PaymentOrder) TableName() string { return "payment_order" }
 
 // PaymentNotifyRecord is a row of payment_notify_record: one distinct
@@ -38,4 +39,5 @@ type PaymentNotifyRecord struct {
 	CreatedAt     time.Time `gorm:"column:created_at"`
 }
 
+// TableName is the table gorm maps PaymentNotifyRecord to.
 func (PaymentNotifyRecord) TableName() string { return "payment_notify_record" }

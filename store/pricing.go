@@ -164,4 +164,5 @@ type ModelPricing struct {
 	UpdatedAt             time.Time       `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps ModelPricing to.
 func (ModelPricing) TableName() string { return "agent_model_pricing" }

@@ -221,6 +221,7 @@ type UsageStat struct {
 	UpdatedAt       time.Time `gorm:"column:updated_at"`
 }
 
+// TableName is the table gorm maps UsageStat to.
 func (UsageStat) TableName() string { return "agent_usage_stats" }
 
 // UsageEvent is a row of agent_usage_event: a usage message already counted.
@@ -230,4 +231,5 @@ type UsageEvent struct {
 	CreatedAt time.Time `gorm:"column:created_at"`
 }
 
+// TableName is the table gorm maps UsageEvent to.
 func (UsageEvent) TableName() string { return "agent_usage_event" }

@@ -118,8 +118,8 @@ func (d *demo) upload(ctx context.Context, u demoUser, kind string) {
 	if kind == store.KindWallpaper {
 		w, h = 320, 180
 	}
-	var user int
-	fmt.Sscanf(u.Name, "demo-%d", &user)
+	var user int // a name not demo-N draws user 0's picture
+	_, _ = fmt.Sscanf(u.Name, "demo-%d", &user)
 	body, err := demoPNG(w, h, user)
 	if err != nil {
 		return

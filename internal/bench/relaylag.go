@@ -121,7 +121,7 @@ func (r *run) relayLag(ctx context.Context, conn *amqp.Connection, d topology.Do
 		r.cfg.RelayRate, l.InsertRPS, which, interval, l.P50ms, l.P99ms, l.MaxMs)
 	r.logCPU(l.CPU, "row")
 	cancel()
-	<-consumed
+	<-consumed //nolint:errcheck // ended by the cancel above: the reason is known
 	return l, nil
 }
 

@@ -64,9 +64,10 @@ type errorBody struct {
 	Error map[string]any `json:"error"`
 }
 
-// writeError answers with the error model. Errors that are not an *Error
-// become 413, 503 or 500; a 500 says nothing of its cause (the log does).
-func writeError(w http.ResponseWriter, err error) *Error {
+// writeError answers with the error model and returns the status it sent.
+// Errors that are not an *Error become 413, 503 or 500; a 500 says nothing
+// of its cause (the log does).
+func writeError(w http.ResponseWriter, err error) (status int) {
 	var e *Error
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -90,7 +91,7 @@ func writeError(w http.ResponseWriter, err error) *Error {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
 	writeJSON(w, e.Status, errorBody{Error: obj})
-	return e
+	return e.Status
 }
 
 // writeJSON answers with v as JSON.

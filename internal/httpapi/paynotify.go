@@ -124,11 +124,11 @@ func (s *Server) wechatNotify(w http.ResponseWriter, r *http.Request) error {
 	wn, verr := s.deps.Wechat.VerifyWechat(r.Header, raw, s.now())
 	n := wn.Notice()
 	verdict, why := s.judge(r, n, verr)
-	switch {
-	case verdict == notifyIgnore:
+	switch verdict {
+	case notifyIgnore:
 		w.WriteHeader(http.StatusNoContent)
 		return nil
-	case verdict == notifyRefuse:
+	case notifyRefuse:
 		s.deps.Log.WarnContext(r.Context(), "WeChat Pay callback refused", "out_trade_no", n.OutTradeNo, "reason", why)
 		switch {
 		case errors.Is(verr, paynotify.ErrDecrypt):

@@ -209,9 +209,8 @@ func (s *Server) chain(rt Route) http.Handler {
 
 // fail answers with the error model and logs server-side failures.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	e := writeError(w, err)
-	if e.Status >= 500 {
-		s.deps.Log.ErrorContext(r.Context(), "request failed", "status", e.Status, "err", err)
+	if status := writeError(w, err); status >= 500 {
+		s.deps.Log.ErrorContext(r.Context(), "request failed", "status", status, "err", err)
 	}
 }
 

@@ -348,10 +348,6 @@ func (st *settler) flushBehind() {
 	}
 }
 
-// settledBehind says whether, after a flush, deliveries settled behind an
-// unsettled one wait to be sent.
-func (st *settler) settledBehind() bool { return st.unsent > 0 }
-
 // ackRun acks the n deliveries of a run ending at tag, in one frame. A
 // failed send is not retried: the channel is gone, and the broker requeues
 // what it held.

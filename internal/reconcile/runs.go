@@ -35,6 +35,7 @@ type Run struct {
 	Error      *string    `gorm:"column:error"`
 }
 
+// TableName is the table gorm maps Run to.
 func (Run) TableName() string { return "job_run" }
 
 // Took is how long the run lasted; 0 while it runs.

@@ -26,10 +26,10 @@ type Payments struct {
 	WechatAppID         string
 }
 
-// AlipayConfigured and WechatConfigured say whether a gateway has keys.
+// AlipayConfigured says whether the Alipay gateway has keys.
 func (p Payments) AlipayConfigured() bool { return p.AlipayPublicKey != "" || p.AlipayAppID != "" }
 
-// WechatConfigured: see AlipayConfigured.
+// WechatConfigured says whether the WeChat Pay gateway has its key.
 func (p Payments) WechatConfigured() bool { return p.WechatAPIv3Key != "" }
 
 func loadPayments(l *loader) Payments {
