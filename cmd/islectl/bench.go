@@ -41,39 +41,27 @@ func runBench(ctx context.Context, e env, args []string) error {
 	} else if len(pos) > 0 {
 		return usagef("bench takes no arguments")
 	}
-	switch {
-	case *users < 1 || *users > 100_000, *requests < 100 || *requests > 10_000_000, *raw < 100 || *raw > 10_000_000:
-		return usagef("bench: -users 1..100000, -requests and -raw 100..10000000")
-	case *phase < 100*time.Millisecond || *phase > 10*time.Minute, *inflight < 1 || *inflight > 4096:
-		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
-	case *relayRows < 100 || *relayRows > 10_000_000, *relayRate < 1 || *relayRate > 100_000:
-		return usagef("bench: -relay-rows 100..10000000, -relay-rate 1..100000")
-	case *relayLag < 100*time.Millisecond || *relayLag > 10*time.Minute, *relayInterval < 10*time.Millisecond || *relayInterval > time.Hour:
-		return usagef("bench: -relay-lag 100ms..10m, -relay-interval 10ms..1h (the relay's own bounds)")
-	case *relayInterval%time.Millisecond != 0:
-		return usagef("bench: -relay-interval: whole milliseconds (OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS)")
+	bc := bench.Config{
+		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
+		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Progress: e.progress,
+		RelayRows: *relayRows, RelayRate: *relayRate, RelayLag: *relayLag, RelayInterval: *relayInterval,
 	}
-	var only []string
-	for _, p := range strings.Split(*phases, ",") {
-		if p = strings.TrimSpace(p); !slices.Contains(bench.Phases, p) {
-			return usagef("bench: -phases: no phase %q; the phases are %s", p, strings.Join(bench.Phases, ", "))
-		}
-		only = append(only, p)
+	if err := checkBench(bc); err != nil {
+		return err
+	}
+	var err error
+	if bc.Phases, err = benchPhases(*phases); err != nil {
+		return err
 	}
 	if *short {
-		*requests, *raw, *phase = max(100, *requests/10), max(100, *raw/10), max(100*time.Millisecond, *phase/5)
-		*relayRows, *relayLag = max(100, *relayRows/10), max(100*time.Millisecond, *relayLag/5)
+		bc.Requests, bc.RawMessages, bc.Phase = max(100, bc.Requests/10), max(100, bc.RawMessages/10), max(100*time.Millisecond, bc.Phase/5)
+		bc.RelayRows, bc.RelayLag = max(100, bc.RelayRows/10), max(100*time.Millisecond, bc.RelayLag/5)
 	}
 	cfg, _, err := load(e)
 	if err != nil {
 		return err
 	}
-	bc := bench.Config{
-		MySQL: cfg.MySQL, Redis: cfg.Redis.RedisConfig, AMQPURL: cfg.AMQP.URL, Topology: cfg.AMQP.Topology,
-		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
-		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Phases: only, Progress: e.progress,
-		RelayRows: *relayRows, RelayRate: *relayRate, RelayLag: *relayLag, RelayInterval: *relayInterval,
-	}
+	bc.MySQL, bc.Redis, bc.AMQPURL, bc.Topology = cfg.MySQL, cfg.Redis.RedisConfig, cfg.AMQP.URL, cfg.AMQP.Topology
 	if *url != "" {
 		if bc.JWTSecret, err = cfg.JWT.Key(); err != nil {
 			return fmt.Errorf("bench -url needs the fleet's token key: %w", err)
@@ -95,4 +83,33 @@ func runBench(ctx context.Context, e env, args []string) error {
 		return enc.Encode(rep)
 	}
 	return bench.WriteTable(e.out, rep)
+}
+
+// checkBench refuses flags outside the bounds the bench can measure with.
+func checkBench(bc bench.Config) error {
+	switch {
+	case bc.Users < 1 || bc.Users > 100_000, bc.Requests < 100 || bc.Requests > 10_000_000, bc.RawMessages < 100 || bc.RawMessages > 10_000_000:
+		return usagef("bench: -users 1..100000, -requests and -raw 100..10000000")
+	case bc.Phase < 100*time.Millisecond || bc.Phase > 10*time.Minute, bc.E2EInFlight < 1 || bc.E2EInFlight > 4096:
+		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
+	case bc.RelayRows < 100 || bc.RelayRows > 10_000_000, bc.RelayRate < 1 || bc.RelayRate > 100_000:
+		return usagef("bench: -relay-rows 100..10000000, -relay-rate 1..100000")
+	case bc.RelayLag < 100*time.Millisecond || bc.RelayLag > 10*time.Minute, bc.RelayInterval < 10*time.Millisecond || bc.RelayInterval > time.Hour:
+		return usagef("bench: -relay-lag 100ms..10m, -relay-interval 10ms..1h (the relay's own bounds)")
+	case bc.RelayInterval%time.Millisecond != 0:
+		return usagef("bench: -relay-interval: whole milliseconds (OBJECT_REPLICATION_OUTBOX_RELAY_INTERVAL_MS)")
+	}
+	return nil
+}
+
+// benchPhases reads -phases: names of bench.Phases, comma-separated.
+func benchPhases(spec string) ([]string, error) {
+	var only []string
+	for _, p := range strings.Split(spec, ",") {
+		if p = strings.TrimSpace(p); !slices.Contains(bench.Phases, p) {
+			return nil, usagef("bench: -phases: no phase %q; the phases are %s", p, strings.Join(bench.Phases, ", "))
+		}
+		only = append(only, p)
+	}
+	return only, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 )
 
 // effects is what the run's requests changed, read back from MySQL, the
@@ -136,7 +137,33 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 	db := d.db.WithContext(ctx)
 	fail := func(what string, err error) { fx.Errs = append(fx.Errs, what+": "+err.Error()) }
 
-	var paid, recharges []string
+	paid := d.readOrders(db, orders, &fx, fail)
+	var accounts []store.UserAccount
+	if err := db.Where("username IN ?", d.userNames()).Find(&accounts).Error; err != nil {
+		fail("user_account", err)
+	}
+	for _, a := range accounts {
+		for _, u := range d.users {
+			if u.Name == a.Username && a.ProExpireAt != nil && (u.ProBefore == nil || a.ProExpireAt.After(*u.ProBefore)) {
+				fx.ProGranted++
+			}
+		}
+	}
+	d.readUsage(db, usageIDs, certified, &fx, fail)
+	d.readObjects(ctx, objects, &fx)
+	fx.BestsStored = d.storedBests(ctx, best, fail)
+	fx.MailsWanted += fx.OrdersPaid
+	fx.Mails = d.countMails(ctx, paid)
+	if conn != nil {
+		fx.Queued = queueDepths(conn, d.tp)
+	}
+	return fx
+}
+
+// readOrders counts what the paid orders did: PAID rows, receipts sent,
+// recharges in the ledger, pro months. It returns the paid orders' numbers.
+func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail func(string, error)) (paid []string) {
+	var recharges []string
 	for _, o := range orders {
 		switch {
 		case !o.Paid:
@@ -179,17 +206,12 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 		}
 		fx.Recharges, fx.RechargedFen = sum.N, sum.Fen
 	}
-	var accounts []store.UserAccount
-	if err := db.Where("username IN ?", d.userNames()).Find(&accounts).Error; err != nil {
-		fail("user_account", err)
-	}
-	for _, a := range accounts {
-		for _, u := range d.users {
-			if u.Name == a.Username && a.ProExpireAt != nil && (u.ProBefore == nil || a.ProExpireAt.After(*u.ProBefore)) {
-				fx.ProGranted++
-			}
-		}
-	}
+	return paid
+}
+
+// readUsage counts the deductions, usage events and identity materials
+// the demo's requests left.
+func (d *demo) readUsage(db *gorm.DB, usageIDs, certified []string, fx *effects, fail func(string, error)) {
 	if err := db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE kind = ? AND entry_id LIKE ?", store.LedgerDeduct,
 		"demo-"+d.run+"-%").Scan(&fx.DeductRows).Error; err != nil {
 		fail("agent_ledger", err)
@@ -208,6 +230,10 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 		}
 		fx.Identities = int(n)
 	}
+}
+
+// readObjects asks the API for each uploaded object's replication state.
+func (d *demo) readObjects(ctx context.Context, objects []demoObject, fx *effects) {
 	for _, o := range objects {
 		var st struct {
 			Replication string `json:"replication"`
@@ -221,13 +247,6 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 			fx.Replicated++
 		}
 	}
-	fx.BestsStored = d.storedBests(ctx, best, fail)
-	fx.MailsWanted += fx.OrdersPaid
-	fx.Mails = d.countMails(ctx, paid)
-	if conn != nil {
-		fx.Queued = queueDepths(conn, d.tp)
-	}
-	return fx
 }
 
 // storedBests counts the (user, game) whose best in mini_game_score is at

@@ -10,6 +10,7 @@ import (
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/store"
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 )
 
 // runUsers manages user_account rows and bans for local use.
@@ -41,57 +42,21 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer store.CloseMySQL(db)
-	if sub == "create" {
-		opening, err := decimal.NewFromString(*balance)
-		if err != nil {
-			return usagef("-balance %q: not a decimal", *balance)
-		}
-		u, err := store.NewAccounts(db).Create(ctx, pos[0], *email, opening)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.out, "created user %s (id %d) with balance %s fen\n", u.Username, u.ID, u.BalanceFen.StringFixed(store.MoneyScale))
-		return nil
-	}
-	if sub == "bans" {
-		var bans []store.UserBan
-		if err := db.WithContext(ctx).Order("banned_at").Find(&bans).Error; err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		defer tw.Flush()
-		fmt.Fprintln(tw, "USER\tBANNED AT\tREASON")
-		for _, b := range bans {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Username, b.BannedAt.UTC().Format(time.RFC3339), b.Reason)
-		}
-		return nil
+	switch sub {
+	case "create":
+		return createUser(ctx, e, db, pos[0], *email, *balance)
+	case "bans":
+		return listBans(ctx, e, db)
 	}
 	rdb, err := openRedis(cfg)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	if sub == "credit" {
-		amount, err := decimal.NewFromString(pos[1])
-		if err != nil {
-			return usagef("credit amount %q: not a decimal", pos[1])
-		}
-		if *id == "" {
-			*id = time.Now().UTC().Format("20060102T150405.000000000")
-		}
-		*id = store.OperatorCreditID(*id) // never a paid order's or an opening balance's
-		res, err := store.NewBalances(db, rdb).Credit(ctx, store.Credit{Username: pos[0], ID: *id, Amount: amount, Reason: *reason, Source: "islectl"})
-		if err != nil {
-			return err
-		}
-		if !res.Applied {
-			fmt.Fprintf(e.out, "credit %s was applied before; nothing changed\n", *id)
-			return nil
-		}
-		fmt.Fprintf(e.out, "credited %s fen to %s (ledger entry %s, Redis: %s)\n", amount.StringFixed(store.MoneyScale), pos[0], *id, res.Settle)
-		return nil
-	}
-	if sub == "ban" {
+	switch sub {
+	case "credit":
+		return creditUser(ctx, e, store.NewBalances(db, rdb), pos[0], pos[1], *id, *reason)
+	case "ban":
 		if err := store.NewBans(db, rdb).Ban(ctx, pos[0], *reason); err != nil {
 			return err
 		}
@@ -107,6 +72,58 @@ func runUsers(ctx context.Context, e env, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(e.out, "unbanned %s\n", pos[0])
+	return nil
+}
+
+// createUser is users create: an account with its opening balance.
+func createUser(ctx context.Context, e env, db *gorm.DB, username, email, balance string) error {
+	opening, err := decimal.NewFromString(balance)
+	if err != nil {
+		return usagef("-balance %q: not a decimal", balance)
+	}
+	u, err := store.NewAccounts(db).Create(ctx, username, email, opening)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "created user %s (id %d) with balance %s fen\n", u.Username, u.ID, u.BalanceFen.StringFixed(store.MoneyScale))
+	return nil
+}
+
+// listBans is users bans: the banned users, oldest ban first.
+func listBans(ctx context.Context, e env, db *gorm.DB) error {
+	var bans []store.UserBan
+	if err := db.WithContext(ctx).Order("banned_at").Find(&bans).Error; err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "USER\tBANNED AT\tREASON")
+	for _, b := range bans {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Username, b.BannedAt.UTC().Format(time.RFC3339), b.Reason)
+	}
+	return nil
+}
+
+// creditUser is users credit: an operator's credit, once per id (a new id
+// when none is given).
+func creditUser(ctx context.Context, e env, balances *store.Balances, username, fen, id, reason string) error {
+	amount, err := decimal.NewFromString(fen)
+	if err != nil {
+		return usagef("credit amount %q: not a decimal", fen)
+	}
+	if id == "" {
+		id = time.Now().UTC().Format("20060102T150405.000000000")
+	}
+	id = store.OperatorCreditID(id) // never a paid order's or an opening balance's
+	res, err := balances.Credit(ctx, store.Credit{Username: username, ID: id, Amount: amount, Reason: reason, Source: "islectl"})
+	if err != nil {
+		return err
+	}
+	if !res.Applied {
+		fmt.Fprintf(e.out, "credit %s was applied before; nothing changed\n", id)
+		return nil
+	}
+	fmt.Fprintf(e.out, "credited %s fen to %s (ledger entry %s, Redis: %s)\n", amount.StringFixed(store.MoneyScale), username, id, res.Settle)
 	return nil
 }
 
