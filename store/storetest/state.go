@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -16,22 +19,48 @@ import (
 	"gorm.io/gorm"
 )
 
-// State is what a test can see of its own MySQL database and Redis prefix
-// at one moment: each table's row count and CHECKSUM TABLE, and each key
-// under the prefix with a digest of its value (DUMP) and whether it has a
-// TTL (the TTL itself moves by the clock). Two States differ where a step
-// changed something: the bad-input tables (doc/badinput.md) take one before
-// and after each case.
+// State is what a test can see of its own MySQL database, Redis prefix and
+// directories at one moment: each table's row count and CHECKSUM TABLE,
+// each key under the prefix with a digest of its value (DUMP) and whether
+// it has a TTL (the TTL itself moves by the clock), and each file with the
+// SHA-256 of its content. Two States differ where a step changed
+// something: the bad-input tables (doc/badinput.md) take one before and
+// after each case.
 type State struct {
 	Tables map[string]string // table -> "rows=N checksum=C"
 	Keys   map[string]string // "<db index>/<key>" -> digest of the value, "+ttl" when it expires
+	Files  map[string]string // path -> SHA-256 of the content
 }
 
-// TakeState reads the State of db (every table of its current database)
-// and r (every key under its prefix, in every database it uses).
-func TakeState(t testing.TB, db *gorm.DB, r *store.Redis) State {
+// TakeState reads the State of db (every table of its current database),
+// r (every key under its prefix, in every database it uses) and dirs
+// (every file under them: an object store's, a mailer's).
+func TakeState(t testing.TB, db *gorm.DB, r *store.Redis, dirs ...string) State {
 	t.Helper()
-	return State{Tables: tableState(t, db), Keys: keyState(t, r)}
+	return State{Tables: tableState(t, db), Keys: keyState(t, r), Files: fileState(t, dirs)}
+}
+
+func fileState(t testing.TB, dirs []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(raw)
+			out[path] = hex.EncodeToString(sum[:])
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("storetest: read the files under %s: %v", dir, err)
+		}
+	}
+	return out
 }
 
 func tableState(t testing.TB, db *gorm.DB) map[string]string {
@@ -125,9 +154,10 @@ func keyState(t testing.TB, r *store.Redis) map[string]string {
 	return out
 }
 
-// Diff lists what changed from s to after, one line per table or key,
-// sorted; a key that skip reports true for (given the key without its
-// "<db index>/") is left out.
+// Diff lists what changed from s to after, one line per table, key or
+// file: the tables, then the keys, then the files, each sorted; a key that
+// skip reports true for (given the key without its "<db index>/") is left
+// out.
 func (s State) Diff(after State, skip func(key string) bool) []string {
 	var out []string
 	for _, name := range unionKeys(s.Tables, after.Tables) {
@@ -148,6 +178,14 @@ func (s State) Diff(after State, skip func(key string) bool) []string {
 			out = append(out, "key "+name+": deleted")
 		case a != b:
 			out = append(out, "key "+name+": changed")
+		}
+	}
+	for _, name := range unionKeys(s.Files, after.Files) {
+		switch a, b := s.Files[name], after.Files[name]; {
+		case b == "":
+			out = append(out, "file "+name+": deleted")
+		case a != b:
+			out = append(out, "file "+name+": written")
 		}
 	}
 	return out
