@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +38,7 @@ type testBundle struct {
 	console *console.Console
 	srv     *httptest.Server
 	client  *http.Client
-	logs    *syncBuffer
+	logs    *storetest.LogBuffer
 }
 
 type options struct {
@@ -55,7 +53,7 @@ func setup(t *testing.T, o options) *testBundle {
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
 	require.NoError(t, tp.Declare(conn))
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL()}, tp, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
@@ -156,22 +154,4 @@ func (b *testBundle) replayed(t *testing.T, domain string, id uint64) bool {
 	var n int64
 	require.NoError(t, b.db.Table(d.DLQTable).Where("id = ? AND replayed_at IS NOT NULL", id).Count(&n).Error)
 	return n == 1
-}
-
-// syncBuffer is a log sink tests read while the console writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,16 +1,15 @@
 package dlq_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,31 +45,13 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// syncBuffer is a log sink the router's goroutines can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A dead message the database would keep damaged (here a trigger cuts its
 // headers) is not stored and not dropped: each attempt is logged as an error
 // with its message id and counted as failed, the message stays in the DLQ,
 // and once the database is fixed it is stored, once.
 func TestDeadMessageTheDatabaseWouldDamageIsKeptAndLoggedWithItsID(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs storetest.LogBuffer
 	b := setupWhole(t, slog.New(slog.NewJSONHandler(&logs, nil)))
 	ctx := context.Background()
 	table := b.dom.DLQTable

@@ -1,72 +1,33 @@
 package httpapi_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
-// logBuffer collects log output written by the server's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged until now.
-func (b *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	sc.Buffer(nil, 1<<20) // a panic's line holds its stack
-	for sc.Scan() {
-		var line map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Bytes())
-		out = append(out, line)
-	}
-	require.NoError(t, sc.Err())
-	return out
-}
-
 // requestLines returns the "http request" lines logged until now, by request id.
-func (b *logBuffer) requestLines(t *testing.T) map[string]map[string]any {
+func requestLines(t *testing.T, logs *storetest.LogBuffer) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	for _, line := range b.lines(t) {
-		if line["msg"] == "http request" {
-			out[line["request_id"].(string)] = line
-		}
+	for _, line := range logs.LinesWith(t, "http request") {
+		out[line["request_id"].(string)] = line
 	}
 	return out
 }
 
 // firstLine returns the first line logged with msg, waiting for it.
-func (b *logBuffer) firstLine(t *testing.T, msg string) map[string]any {
+func firstLine(t *testing.T, logs *storetest.LogBuffer, msg string) map[string]any {
 	t.Helper()
 	var found map[string]any
 	require.Eventually(t, func() bool {
-		for _, line := range b.lines(t) {
-			if line["msg"] == msg {
-				found = line
-				return true
-			}
-		}
-		return false
+		found = logs.Line(t, msg)
+		return found != nil
 	}, 5*time.Second, 10*time.Millisecond, "no line %q", msg)
 	return found
 }
@@ -76,7 +37,7 @@ func (b *logBuffer) firstLine(t *testing.T, msg string) map[string]any {
 // (correlation.Handler), as in every binary. A panic's line carries it too.
 func TestLogLinesCarryTheRequestID(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &storetest.LogBuffer{}
 	var b *testBundle
 	b = setup(t, options{logOut: logs, routes: []httpapi.Route{
 		{Method: http.MethodGet, Path: "/test/log", Handle: func(w http.ResponseWriter, r *http.Request) error {
@@ -93,14 +54,12 @@ func TestLogLinesCarryTheRequestID(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, status)
 	require.Equal(t, "log-panic", h.Get("X-Request-Id"))
 
-	inside := logs.firstLine(t, "inside the handler")
+	inside := firstLine(t, logs, "inside the handler")
 	require.Equal(t, "log-inside", inside["request_id"])
 	require.EqualValues(t, 1, inside["n"])
-	require.Equal(t, "log-panic", logs.firstLine(t, "handler panicked")["request_id"])
+	require.Equal(t, "log-panic", firstLine(t, logs, "handler panicked")["request_id"])
 	// One request_id per line: none is added by hand beside the handler's.
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	for _, raw := range strings.Split(strings.TrimSpace(logs.buf.String()), "\n") {
+	for _, raw := range logs.Lines() {
 		require.LessOrEqual(t, strings.Count(raw, `"request_id":`), 1, raw)
 	}
 }
@@ -109,7 +68,7 @@ func TestLogLinesCarryTheRequestID(t *testing.T) {
 // for a route without a token.
 func TestRequestLogCarriesSubjectAndRole(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &storetest.LogBuffer{}
 	b := setup(t, options{logOut: logs})
 	status, _, _ := b.do(t, http.MethodGet, "/v1/me", b.token(t, "svc-a", httpapi.RoleService), "", "X-Request-Id", "log-authed")
 	require.Equal(t, http.StatusOK, status)
@@ -122,7 +81,7 @@ func TestRequestLogCarriesSubjectAndRole(t *testing.T) {
 	// the client has the answer.
 	var lines map[string]map[string]any
 	require.Eventually(t, func() bool {
-		lines = logs.requestLines(t)
+		lines = requestLines(t, logs)
 		return len(lines) == 3
 	}, 5*time.Second, 10*time.Millisecond)
 	authed := lines["log-authed"]

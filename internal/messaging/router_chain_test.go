@@ -204,12 +204,12 @@ func TestRouterPanicsAreRetriedLikeErrors(t *testing.T) {
 	c := b.take(t, dom.RetryQueue)
 	require.Equal(t, "panic: assignment to entry in nil map", c.Headers[messaging.HeaderLastError])
 	require.Equal(t, "1", c.Headers[dom.RetryHeader])
-	panics := logs.lines("handler panicked")
+	panics := logs.LinesWith(t, "handler panicked")
 	require.Len(t, panics, 1, "the stack is logged once")
 	require.Equal(t, "m-panic", panics[0]["message_id"])
 	require.Equal(t, "trace-p", panics[0]["trace_id"])
 	require.Contains(t, panics[0]["stack"], "TestRouterPanicsAreRetriedLikeErrors")
-	retried := logs.line(t, "message sent to the retry queue")
+	retried := logs.Line(t, "message sent to the retry queue")
 	require.NotNil(t, retried)
 	require.Equal(t, "WARN", retried["level"])
 	require.NotContains(t, retried, "stack")
@@ -237,7 +237,7 @@ func TestRouterCopyThatCannotBePublishedIsNackedAfterTheRequeueDelay(t *testing.
 	began := time.Now()
 	require.False(t, f.handle(t, "email", delivery(dom.Queue, "m-stuck", emailBody, nil)), "nacked")
 	require.GreaterOrEqual(t, time.Since(began), delay, "not before the requeue delay")
-	line := logs.line(t, "could not publish the copy; requeueing the delivery")
+	line := logs.Line(t, "could not publish the copy; requeueing the delivery")
 	require.NotNil(t, line)
 	require.Equal(t, "ERROR", line["level"])
 	require.Equal(t, "smtp refused", line["err"])
@@ -268,7 +268,7 @@ func TestRouterShutdownRequeuesWithoutACopy(t *testing.T) {
 	<-started
 	f.hardStop()
 	require.False(t, acked(t, msg), "nacked, to be requeued")
-	line := logs.line(t, "handler canceled by shutdown; requeueing the delivery")
+	line := logs.Line(t, "handler canceled by shutdown; requeueing the delivery")
 	require.NotNil(t, line)
 	require.Equal(t, "WARN", line["level"])
 	require.Equal(t, "trace-s", line["trace_id"])
@@ -312,7 +312,7 @@ func TestRouterDomainWithoutRetryAcksFailures(t *testing.T) {
 	runRouter(t, f, testRoute{queue: "usage", chain: messaging.MainChain(dom, b.pub, m, messaging.ChainConfig{}, log),
 		handler: func(context.Context, messaging.Delivery) error { return errors.New("db down") }})
 	require.True(t, f.handle(t, "usage", delivery(dom.Queue, "m-usage", `{"modelName":"m"}`, nil)))
-	line := logs.line(t, "handler failed; the domain has no retry")
+	line := logs.Line(t, "handler failed; the domain has no retry")
 	require.NotNil(t, line)
 	require.Equal(t, "ERROR", line["level"])
 	require.Equal(t, "db down", line["err"])
@@ -344,12 +344,12 @@ func TestRouterLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	require.True(t, f.handle(t, "email", delivery(dom.Queue, "m-traced", emailBody, amqp.Table{messaging.HeaderTraceID: "trace-7"})))
 	require.True(t, f.handle(t, "email", b.take(t, dom.RetryQueue)), "the copy carries the trace id")
 	for _, msg := range []string{"inside the handler", "handler panicked", "message sent to the retry queue"} {
-		line := logs.line(t, msg)
+		line := logs.Line(t, msg)
 		require.NotNil(t, line, msg)
 		require.Equal(t, "trace-7", line["trace_id"], msg)
 		require.NotContains(t, line, "request_id", msg)
 	}
-	for _, raw := range logs.raw() {
+	for _, raw := range logs.Lines() {
 		require.LessOrEqual(t, strings.Count(raw, `"trace_id":`), 1, raw)
 	}
 }
@@ -377,7 +377,7 @@ func TestRouterCorrelationPutsTheTraceIDInTheContext(t *testing.T) {
 	require.True(t, acked(t, f.send(t, "any", foreign)))
 
 	byID := map[string]string{}
-	for _, line := range logs.lines("handled") {
+	for _, line := range logs.LinesWith(t, "handled") {
 		byID[line["id"].(string)], _ = line["trace_id"].(string)
 	}
 	require.Equal(t, map[string]string{"m-ctx": "trace-ctx", "m-foreign": "trace-md"}, byID)
@@ -486,13 +486,13 @@ func TestRouterDeadLetterChainStoresOrRequeues(t *testing.T) {
 	d := <-seen
 	require.Equal(t, 2, d.Retry)
 	require.NotEqual(t, "{}", d.HeadersJSON, "the handler gets the headers as JSON")
-	line := logs.line(t, "could not store a dead message; requeueing it")
+	line := logs.Line(t, "could not store a dead message; requeueing it")
 	require.NotNil(t, line)
 	require.Equal(t, "m-dead", line["message_id"])
 	require.Equal(t, "trace-d", line["trace_id"])
 
 	require.False(t, f.handle(t, "whole", dead), "nacked: it stays in the DLQ")
-	line = logs.line(t, "dead message cannot be stored whole; it stays in the DLQ and is tried again")
+	line = logs.Line(t, "dead message cannot be stored whole; it stays in the DLQ and is tried again")
 	require.NotNil(t, line)
 	require.Equal(t, "ERROR", line["level"])
 	require.Equal(t, "m-dead", line["message_id"])

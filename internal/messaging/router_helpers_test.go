@@ -2,7 +2,6 @@ package messaging_test
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/internal/correlation"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -206,21 +206,9 @@ func outcomes(t *testing.T, reg prometheus.Gatherer, domain string) (map[string]
 	return counts, observed
 }
 
-// lines returns the lines logged with msg.
-func (b *logBuffer) lines(msg string) []map[string]any {
-	var out []map[string]any
-	for _, raw := range b.raw() {
-		var m map[string]any
-		if json.Unmarshal([]byte(raw), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // jsonLogger logs JSON lines to a buffer, with the ids the context carries
 // (correlation.Handler), as the worker does.
-func jsonLogger() (*slog.Logger, *logBuffer) {
-	logs := &logBuffer{}
+func jsonLogger() (*slog.Logger, *storetest.LogBuffer) {
+	logs := &storetest.LogBuffer{}
 	return slog.New(correlation.Handler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))), logs
 }

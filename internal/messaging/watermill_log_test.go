@@ -7,12 +7,13 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
 func TestWatermillLoggerMapsLevelsAndKeepsFields(t *testing.T) {
 	t.Parallel()
-	var buf logBuffer
+	var buf storetest.LogBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	l := messaging.WatermillLogger(log, map[slog.Level]slog.Level{
 		slog.LevelInfo:  slog.LevelDebug,
@@ -23,13 +24,13 @@ func TestWatermillLoggerMapsLevelsAndKeepsFields(t *testing.T) {
 	l.Info("Starting handler", watermill.LogFields{"topic": "q"})
 	l.Error("Handler returned error", errors.New("boom"), nil)
 
-	require.Nil(t, buf.line(t, "per message"), "trace is below debug")
-	start := buf.line(t, "Starting handler")
+	require.Nil(t, buf.Line(t, "per message"), "trace is below debug")
+	start := buf.Line(t, "Starting handler")
 	require.NotNil(t, start)
 	require.Equal(t, "DEBUG", start["level"])
 	require.Equal(t, "q", start["topic"])
 	require.Equal(t, "h", start["handler_name"])
-	failed := buf.line(t, "Handler returned error")
+	failed := buf.Line(t, "Handler returned error")
 	require.NotNil(t, failed)
 	require.Equal(t, "WARN", failed["level"])
 	require.Equal(t, "boom", failed["error"])
@@ -38,10 +39,10 @@ func TestWatermillLoggerMapsLevelsAndKeepsFields(t *testing.T) {
 // The Router logs two trace lines for each message: with trace off they
 // must cost nothing.
 func TestWatermillLoggerSkipsDisabledLevelsWithoutAllocating(t *testing.T) {
-	var buf logBuffer
+	var buf storetest.LogBuffer
 	l := messaging.WatermillLogger(slog.New(slog.NewJSONHandler(&buf, nil)), nil)
 	fields := watermill.LogFields{"message_uuid": "m-1", "handler_name": "h"}
 	allocs := testing.AllocsPerRun(100, func() { l.Trace("Received message", fields) })
 	require.Zero(t, allocs)
-	require.Equal(t, []string{""}, buf.raw())
+	require.Empty(t, buf.String())
 }
