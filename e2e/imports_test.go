@@ -55,6 +55,7 @@ func TestImportGraph(t *testing.T) {
 		"topology":             {},
 		"topology/gendoc":      {"topology"},
 		"game":                 {}, // the domains' rules: pure Go, no SQL, no Redis (README, "Adding a domain")
+		"order":                {"topology"},
 		"store/keys":           {},
 		"store/keys/gendoc":    {"store/keys"},
 		"internal/correlation": {},
@@ -70,7 +71,7 @@ func TestImportGraph(t *testing.T) {
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
 		"internal/mail":        {},
-		"store":                {"game", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
+		"store":                {"game", "order", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
 		"internal/messaging":   {"topology", "internal/correlation"},
@@ -78,8 +79,8 @@ func TestImportGraph(t *testing.T) {
 		"internal/billing":     {"store"},
 		"internal/dlq":         {"internal/messaging", "store", "topology"},
 		"internal/relay":       {"internal/messaging", "store", "topology"},
-		"handlers":             {"game", "internal/mail", "internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
-		"internal/httpapi": {"game", "internal/billing", "internal/correlation", "internal/images", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit",
+		"handlers":             {"game", "order", "internal/mail", "internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
+		"internal/httpapi": {"game", "order", "internal/billing", "internal/correlation", "internal/images", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit",
 			"store", "store/keys", "topology"},
 		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},
 		// The operator console reads what the operator's CLI and the reconciler read; the API and islectl mount it.

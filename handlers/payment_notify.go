@@ -6,17 +6,19 @@ import (
 	"log/slog"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
 
 // PaymentNotify applies verified gateway notifications to their orders
 // (doc/payments.md, store.Orders.ApplyNotify): one transition per order, from
-// PENDING only, the benefit granted and the receipt queued in the same
-// transaction, a recharge credited to the Redis balance after the commit.
-// A notification that was not verified, names an unknown order or another
-// channel, or is a SUCCESS of another amount than the order's (or of none)
-// goes to the DLQ; anything else that fails is retried (15 s × 5).
+// PENDING only (order.Order.Apply decides it), the benefit granted and the
+// receipt queued in the same transaction, a recharge credited to the Redis
+// balance after the commit. A notification that was not verified, names an
+// unknown order or another channel, or is a SUCCESS of another amount than
+// the order's (or of none) goes to the DLQ; anything else that fails is
+// retried (15 s × 5).
 type PaymentNotify struct {
 	orders   *store.Orders
 	receipts topology.Domain
@@ -41,7 +43,7 @@ func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 func (h *PaymentNotify) Handle(ctx context.Context, m topology.PaymentNotify) error {
 	d, _ := messaging.DeliveryFrom(ctx) // its trace id goes on to the receipt
 	res, err := h.orders.ApplyNotify(ctx, m, h.receipts, d.TraceID)
-	if errors.Is(err, store.ErrUnverified) || errors.Is(err, store.ErrNotifyMismatch) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, order.ErrUnverified) || errors.Is(err, order.ErrMismatch) || errors.Is(err, store.ErrNotFound) {
 		h.log.ErrorContext(ctx, "payment notification refused", "channel", m.Channel, "outTradeNo", m.OutTradeNo, "err", err)
 		return messaging.Permanent(err)
 	}
@@ -51,7 +53,7 @@ func (h *PaymentNotify) Handle(ctx context.Context, m topology.PaymentNotify) er
 	attrs := []any{"channel", m.Channel, "outTradeNo", m.OutTradeNo, "transactionId", m.TransactionID,
 		"tradeState", m.TradeState, "outcome", res.Outcome, "status", res.Order.Status}
 	switch res.Outcome {
-	case store.NotifyPaid:
+	case order.NotifyPaid:
 		if res.ProExpireAt != nil {
 			attrs = append(attrs, "proExpireAt", res.ProExpireAt)
 		}
@@ -62,9 +64,9 @@ func (h *PaymentNotify) Handle(ctx context.Context, m topology.PaymentNotify) er
 			attrs = append(attrs, "noReceipt", res.NoReceipt)
 		}
 		h.log.InfoContext(ctx, "order paid", attrs...)
-	case store.NotifyNotPending:
+	case order.NotifyNotPending:
 		h.log.ErrorContext(ctx, "payment for an order that is not pending: nothing granted, refund it by hand", attrs...)
-	case store.NotifyRefunded:
+	case order.NotifyRefunded:
 		h.log.WarnContext(ctx, "order refunded: its benefit is not taken back automatically", attrs...)
 	default:
 		h.log.InfoContext(ctx, "payment notification", attrs...)

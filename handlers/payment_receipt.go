@@ -8,6 +8,7 @@ import (
 
 	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"
@@ -43,7 +44,7 @@ func (h *PaymentReceipt) Handle(ctx context.Context, m topology.PaymentReceiptDi
 		return h.send(ctx, m.Email, o)
 	})
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNotPaid):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, order.ErrNotPaid):
 		return messaging.Permanent(err)
 	case errors.Is(err, mail.ErrPermanent):
 		return messaging.Permanent(err)
@@ -69,7 +70,7 @@ func (h *PaymentReceipt) send(ctx context.Context, to string, o store.PaymentOrd
 	if o.PaidAt != nil {
 		r.PaidAt = *o.PaidAt
 	}
-	if o.ProductCode == store.ProductProMonth {
+	if o.ProductCode == order.ProductProMonth {
 		// "Valid until": the end of the user's pro time as it is now.
 		if u, err := h.accounts.Get(ctx, o.Username); err == nil && u.ProExpireAt != nil {
 			r.ExpireAt = *u.ProExpireAt

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,46 +10,41 @@ import (
 
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store/keys"
-	"github.com/eisland/isle/topology"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
-// The products, channels and statuses of a payment order (doc/payments.md).
+// An order's rules are package order's (its products, channels, statuses,
+// limits and lifetimes, what a new order must be); store persists the
+// orders they allow. These names keep store's callers reading as they did.
 const (
-	ProductProMonth      = "pro-month"
-	ProductAgentRecharge = "agent-recharge"
+	ProductProMonth      = order.ProductProMonth
+	ProductAgentRecharge = order.ProductAgentRecharge
 
-	ChannelAlipay = "ALIPAY"
-	ChannelWechat = "WECHAT"
+	ChannelAlipay = order.ChannelAlipay
+	ChannelWechat = order.ChannelWechat
 
-	OrderPending = "PENDING"
+	OrderPending = order.Pending
+
+	OrderTTL                = order.TTL
+	ActiveOrderGrace        = order.ActiveOrderGrace
+	ReceiptEmailGrace       = order.ReceiptEmailGrace
+	ProMonthPriceDefaultFen = order.ProMonthPriceDefaultFen
+	RechargeMaxFen          = order.RechargeMaxFen
 )
 
-// Order limits and lifetimes.
-const (
-	// OrderTTL is how long an order can be paid: expire_at is its creation
-	// plus this.
-	OrderTTL = 30 * time.Minute
-	// ActiveOrderGrace and ReceiptEmailGrace are how long past an order's
-	// expiry its active-order and receipt-email keys live (doc/keys.md, database 10:
-	// the order's expiry + 5 min and + 60 min).
-	ActiveOrderGrace  = 5 * time.Minute
-	ReceiptEmailGrace = 60 * time.Minute
-	// ProMonthPriceDefaultFen is the pro-month price when Redis has none
-	// under payment:pricing:pro-month:amount-fen (the Spring backend's example, 15 yuan).
-	ProMonthPriceDefaultFen = 1500
-	// RechargeMaxFen bounds one agent recharge: 100,000 yuan.
-	RechargeMaxFen = 10_000_000
-	// receiptEmailMax is payment_order.receipt_email's width.
-	receiptEmailMax = 254
-)
+// ErrOrderInvalid is order.ErrInvalid: an order that cannot be created as
+// asked (unknown product or channel, a wrong amount).
+var ErrOrderInvalid = order.ErrInvalid
 
-// ErrOrderInvalid is returned (wrapped, with the reason) for an order that
-// cannot be created as asked: unknown product or channel, a wrong amount.
-var ErrOrderInvalid = errors.New("store: invalid order")
+// NewOrder is what a user asks to pay for (order.New).
+type NewOrder = order.New
+
+// NewOutTradeNo draws an order number (order.NewOutTradeNo).
+func NewOutTradeNo(now time.Time) (string, error) { return order.NewOutTradeNo(now) }
 
 // ErrOrderLocked is returned when another creation of the same product for
 // the same user holds the creation lock.
@@ -80,23 +73,14 @@ type Orders struct {
 // NewOrders returns the payment orders of db and r.
 func NewOrders(db *gorm.DB, r *Redis) *Orders { return &Orders{db: db, r: r, now: time.Now} }
 
-// NewOrder is what a user asks to pay for.
-type NewOrder struct {
-	Username     string
-	Product      string // ProductProMonth or ProductAgentRecharge
-	AmountFen    int64
-	Channel      string // ChannelAlipay or ChannelWechat
-	ReceiptEmail string // optional; the caller validates the address
-}
-
 // ProMonthPrice is the price of a pro month in fen: Redis's
-// payment:pricing:pro-month:amount-fen, or ProMonthPriceDefaultFen when it
-// is not set. A value that is not a positive integer is an error, not a
-// price.
+// payment:pricing:pro-month:amount-fen, or order.ProMonthPriceDefaultFen
+// when it is not set. A value that is not a positive integer is an error,
+// not a price.
 func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
 	v, err := o.r.Client(keys.ProMonthPrice.DB).Get(ctx, o.r.Keys().Key(keys.ProMonthPrice)).Result()
 	if errors.Is(err, redis.Nil) {
-		return ProMonthPriceDefaultFen, nil
+		return order.ProMonthPriceDefaultFen, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("store: pro-month price: %w", err)
@@ -108,46 +92,9 @@ func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (o *Orders) validate(ctx context.Context, n NewOrder) error {
-	switch {
-	case n.Username == "":
-		return fmt.Errorf("%w: no user", ErrOrderInvalid)
-	case n.Channel != ChannelAlipay && n.Channel != ChannelWechat:
-		return fmt.Errorf("%w: channel %q, want %s or %s", ErrOrderInvalid, n.Channel, ChannelAlipay, ChannelWechat)
-	case len(n.ReceiptEmail) > receiptEmailMax || strings.ContainsAny(n.ReceiptEmail, "\r\n"):
-		return fmt.Errorf("%w: receipt email", ErrOrderInvalid)
-	}
-	switch n.Product {
-	case ProductProMonth:
-		price, err := o.ProMonthPrice(ctx)
-		if err != nil {
-			return err
-		}
-		if n.AmountFen != price {
-			return fmt.Errorf("%w: a pro month costs %d fen, not %d", ErrOrderInvalid, price, n.AmountFen)
-		}
-	case ProductAgentRecharge:
-		if n.AmountFen < 1 || n.AmountFen > RechargeMaxFen {
-			return fmt.Errorf("%w: a recharge is 1 to %d fen, not %d", ErrOrderInvalid, RechargeMaxFen, n.AmountFen)
-		}
-	default:
-		return fmt.Errorf("%w: product %q, want %s or %s", ErrOrderInvalid, n.Product, ProductProMonth, ProductAgentRecharge)
-	}
-	return nil
-}
-
-// NewOutTradeNo draws an order number: the UTC+8 time to the second, then
-// 20 random hex digits (34 characters of [0-9a-f], sortable by creation).
-func NewOutTradeNo(now time.Time) (string, error) {
-	var b [10]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return now.In(topology.UTC8).Format("20060102150405") + hex.EncodeToString(b[:]), nil
-}
-
-// Create creates a PENDING order payable for OrderTTL, or refuses:
-// ErrOrderInvalid, ErrOrderLocked while another creation for the same user
+// Create creates a PENDING order payable for order.TTL, or refuses:
+// ErrOrderInvalid (order.New.Check, with the pro-month price from
+// ProMonthPrice), ErrOrderLocked while another creation for the same user
 // and product runs, *ErrActiveOrder while the user has an unexpired
 // PENDING order. The creation lock is taken with SET NX PX and a UUID and
 // released only if it still holds that UUID (internal/lease). One active
@@ -160,7 +107,7 @@ func NewOutTradeNo(now time.Time) (string, error) {
 // email (until expiry + 60 min). When that fails the order exists and is
 // returned along with the error.
 func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
-	if err := o.validate(ctx, n); err != nil {
+	if err := n.Check(func() (int64, error) { return o.ProMonthPrice(ctx) }); err != nil {
 		return PaymentOrder{}, err
 	}
 	k := o.r.Keys()
@@ -179,7 +126,7 @@ func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
 	if no, err := c.Get(ctx, k.Key(keys.ActiveOrder, n.Username)).Result(); err == nil && no != "" {
 		prev, err := o.Get(ctx, no)
 		switch {
-		case err == nil && prev.Status == OrderPending && prev.ExpireAt.After(now):
+		case err == nil && prev.rules().Active(now):
 			return PaymentOrder{}, &ErrActiveOrder{OutTradeNo: prev.OutTradeNo, ExpireAt: prev.ExpireAt}
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return PaymentOrder{}, err
@@ -188,22 +135,22 @@ func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
 		return PaymentOrder{}, fmt.Errorf("store: active order of %s: %w", n.Username, err)
 	}
 
-	no, err := NewOutTradeNo(now)
+	no, err := order.NewOutTradeNo(now)
 	if err != nil {
 		return PaymentOrder{}, err
 	}
-	row := PaymentOrder{OutTradeNo: no, Username: n.Username, ProductCode: n.Product, AmountFen: n.AmountFen, Currency: "CNY",
-		Channel: n.Channel, Status: OrderPending, ExpireAt: now.Add(OrderTTL), CreatedAt: now, UpdatedAt: now}
+	row := PaymentOrder{OutTradeNo: no, Username: n.Username, ProductCode: n.Product, AmountFen: n.AmountFen, Currency: order.Currency,
+		Channel: n.Channel, Status: order.Pending, ExpireAt: now.Add(order.TTL), CreatedAt: now, UpdatedAt: now}
 	if n.ReceiptEmail != "" {
 		row.ReceiptEmail = &n.ReceiptEmail
 	}
 	err = sqltx.Transact(ctx, o.db, func(tx *gorm.DB) error {
 		var pending []PaymentOrder
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("out_trade_no", "expire_at").
-			Where("username = ? AND status = ?", n.Username, OrderPending).Order("expire_at DESC").Find(&pending).Error; err != nil {
+			Where("username = ? AND status = ?", n.Username, order.Pending).Order("expire_at DESC").Find(&pending).Error; err != nil {
 			return err
 		}
-		if len(pending) > 0 && pending[0].ExpireAt.After(now) {
+		if len(pending) > 0 && pending[0].ExpireAt.After(now) { // PENDING rows: active while unexpired
 			return &ErrActiveOrder{OutTradeNo: pending[0].OutTradeNo, ExpireAt: pending[0].ExpireAt}
 		}
 		return tx.Omit("id").Create(&row).Error
@@ -217,10 +164,10 @@ func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
 	}
 
 	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, k.Key(keys.ActiveOrder, n.Username), no, row.ExpireAt.Add(ActiveOrderGrace).Sub(now))
+		p.Set(ctx, k.Key(keys.ActiveOrder, n.Username), no, row.ExpireAt.Add(order.ActiveOrderGrace).Sub(now))
 		p.Set(ctx, k.Key(keys.OrderChannel, no), n.Channel, keys.PaymentChannelTTL)
 		if n.ReceiptEmail != "" {
-			p.Set(ctx, k.Key(keys.OrderReceiptEmail, no), n.ReceiptEmail, row.ExpireAt.Add(ReceiptEmailGrace).Sub(now))
+			p.Set(ctx, k.Key(keys.OrderReceiptEmail, no), n.ReceiptEmail, row.ExpireAt.Add(order.ReceiptEmailGrace).Sub(now))
 		}
 		return nil
 	})
@@ -241,4 +188,10 @@ func (o *Orders) Get(ctx context.Context, outTradeNo string) (PaymentOrder, erro
 		return row, fmt.Errorf("store: order %s: %w", outTradeNo, err)
 	}
 	return row, nil
+}
+
+// rules is row as package order's rules read it.
+func (row PaymentOrder) rules() order.Order {
+	return order.Order{OutTradeNo: row.OutTradeNo, Product: row.ProductCode, AmountFen: row.AmountFen, Currency: row.Currency,
+		Channel: row.Channel, Status: row.Status, TransactionID: deref(row.TransactionID), ExpireAt: row.ExpireAt}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 	"github.com/redis/go-redis/v9"
@@ -16,60 +17,42 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// The statuses an order moves to from PENDING (doc/payments.md). PENDING → PAID
-// and PENDING → CLOSED happen once; PAID → REFUNDED records a refund.
+// The rules of an order's notifications are package order's (the state
+// machine, what each transition grants, the notifications refused for
+// good); store persists the steps they decide. These names keep store's
+// callers reading as they did.
 const (
-	OrderPaid     = "PAID"
-	OrderClosed   = "CLOSED"
-	OrderRefunded = "REFUNDED"
+	OrderPaid     = order.Paid
+	OrderClosed   = order.Closed
+	OrderRefunded = order.Refunded
+
+	ProMonth = order.ProMonth
+
+	TradeSuccess = order.TradeSuccess
+	TradeClosed  = order.TradeClosed
+	TradeRevoked = order.TradeRevoked
+	TradeRefund  = order.TradeRefund
+
+	NotifyPaid       = order.NotifyPaid
+	NotifyClosed     = order.NotifyClosed
+	NotifyRefunded   = order.NotifyRefunded
+	NotifyNotPending = order.NotifyNotPending
+	NotifyRecorded   = order.NotifyRecorded
+	NotifyDuplicate  = order.NotifyDuplicate
+	NotifyIgnored    = order.NotifyIgnored
 )
 
-// ProMonth is what a paid pro-month order adds to the user's pro time,
-// from the later of now and its current end.
-const ProMonth = 30 * 24 * time.Hour
-
-// The gateways' trade states a notification can carry (WeChat's as sent;
-// the API maps Alipay's to these, doc/payments.md).
-const (
-	TradeSuccess = "SUCCESS"
-	TradeClosed  = "CLOSED"
-	TradeRevoked = "REVOKED"
-	TradeRefund  = "REFUND"
-)
-
-// Notify outcomes: what ApplyNotify did, as payment_notify_record.outcome
-// holds them (the last two are never stored).
-const (
-	NotifyPaid     = "PAID"     // PENDING → PAID, the benefit granted and the receipt queued
-	NotifyClosed   = "CLOSED"   // PENDING → CLOSED
-	NotifyRefunded = "REFUNDED" // PAID → REFUNDED; the benefit is not taken back (doc/payments.md)
-	// NotifyNotPending is a SUCCESS for an order that is not PENDING: a
-	// second payment, or one after the order closed. Nothing is granted;
-	// the money is to be refunded by hand.
-	NotifyNotPending = "NOT_PENDING"
-	NotifyRecorded   = "RECORDED"  // recorded; no transition from the order's status
-	NotifyDuplicate  = "DUPLICATE" // this notification was applied before: nothing done
-	NotifyIgnored    = "IGNORED"   // NOTPAY and other states of a trade in progress
-)
-
-// Notifications ApplyNotify refuses for good; a consumer sends them to the
-// dead-letter queue.
+// Notifications ApplyNotify refuses for good (order's errors), and a
+// receipt of an order never paid.
 var (
-	// ErrUnverified is a notification whose signature the API did not
-	// verify: it never grants anything.
-	ErrUnverified = errors.New("store: payment notification not verified")
-	// ErrNotifyMismatch is a notification for another channel than the
-	// order's, or a SUCCESS whose amount or currency is not the order's,
-	// or that carries none.
-	ErrNotifyMismatch = errors.New("store: payment notification does not match its order")
-	// ErrNotPaid is a receipt asked for an order that was never paid
-	// (pending or closed): there is nothing to receipt.
-	ErrNotPaid = errors.New("store: the order was never paid")
+	ErrUnverified     = order.ErrUnverified
+	ErrNotifyMismatch = order.ErrMismatch
+	ErrNotPaid        = order.ErrNotPaid
 )
 
 // NotifyResult says what ApplyNotify did.
 type NotifyResult struct {
-	Outcome string       // one of the Notify outcomes
+	Outcome string       // one of the Notify outcomes (order.Notify*)
 	Order   PaymentOrder // the order as the notification left it
 	// Receipt is the receipt message written to the outbox when the
 	// order was paid now and has an address to send it to.
@@ -87,19 +70,20 @@ type NotifyResult struct {
 }
 
 // ApplyNotify applies a verified gateway notification to its order, in
-// one transaction that locks the order row (SELECT ... FOR UPDATE), checks
-// that a SUCCESS paid the order's amount in its currency (one of another
-// amount, or without one, is ErrNotifyMismatch: doc/payments.md, "What the
-// worker trusts") and records the notification in payment_notify_record,
-// whose unique key
+// one transaction that locks the order row (SELECT ... FOR UPDATE), and
+// records the notification in payment_notify_record, whose unique key
 // (channel, order, transaction, state) makes a resent or redelivered one a
-// NotifyDuplicate. Only a PENDING order changes: SUCCESS pays it and grants
-// its benefit in the same transaction (a pro month extends pro_expire_at;
-// a recharge writes its RECHARGE ledger row and balance through the credit
-// operation, the order number as its id) and writes the receipt message
-// for receipts (its domain) to the outbox; CLOSED (or REVOKED) closes it;
-// REFUND of a PAID order marks it REFUNDED. NOTPAY and other in-progress
-// states change nothing and are not recorded.
+// NotifyDuplicate. What the notification does is order's rules: order.Admit
+// (an unverified one is ErrUnverified; NOTPAY and other in-progress states
+// change nothing and are not recorded) and Order.Apply (a notification of
+// another channel, or a SUCCESS that did not pay the order's amount in its
+// currency, is ErrNotifyMismatch: doc/payments.md, "What the worker
+// trusts"; only a PENDING order is paid or closed, only a PAID one
+// refunded). ApplyNotify persists the step: the order's new status, and
+// for a payment its benefit in the same transaction (a pro month extends
+// pro_expire_at; a recharge writes its RECHARGE ledger row and balance
+// through the credit operation, the order number as its id) and the
+// receipt message for receipts (its domain) in the outbox.
 //
 // After the commit a recharge is credited to the Redis balance, at most
 // once (SettleCredit); an error there leaves the notification applied and
@@ -107,15 +91,9 @@ type NotifyResult struct {
 // SUCCESS also sets payment:notify:done (30 days), which answers later
 // copies without a transaction.
 func (o *Orders) ApplyNotify(ctx context.Context, n topology.PaymentNotify, receipts topology.Domain, traceID string) (NotifyResult, error) {
-	if !n.VerifyOK {
-		return NotifyResult{}, fmt.Errorf("%w: %s order %s, %s", ErrUnverified, n.Channel, n.OutTradeNo, n.TradeState)
-	}
-	if err := n.Validate(); err != nil {
+	if ok, err := order.Admit(n); err != nil {
 		return NotifyResult{}, err
-	}
-	switch n.TradeState {
-	case TradeSuccess, TradeClosed, TradeRevoked, TradeRefund:
-	default:
+	} else if !ok {
 		return NotifyResult{Outcome: NotifyIgnored}, nil
 	}
 	rc := o.r.Client(keys.NotifyDone.DB)
@@ -151,37 +129,22 @@ func (o *Orders) ApplyNotify(ctx context.Context, n topology.PaymentNotify, rece
 
 // applyNotifyTx is ApplyNotify's transaction.
 func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipts topology.Domain, traceID string, res *NotifyResult) error {
-	var order PaymentOrder
-	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("out_trade_no = ?", n.OutTradeNo).Take(&order).Error
+	var row PaymentOrder
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("out_trade_no = ?", n.OutTradeNo).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return fmt.Errorf("order %s: %w", n.OutTradeNo, ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	if order.Channel != n.Channel {
-		return fmt.Errorf("%w: the order is paid through %s", ErrNotifyMismatch, order.Channel)
+	step, err := row.rules().Apply(n, now)
+	if err != nil {
+		return err
 	}
-	if n.TradeState == TradeSuccess {
-		if err := paidAsOrdered(n, order); err != nil {
-			return err
-		}
-	}
-	res.Order = order
+	res.Order = row
 
-	outcome := NotifyRecorded
-	switch {
-	case n.TradeState == TradeSuccess && order.Status == OrderPending:
-		outcome = NotifyPaid
-	case n.TradeState == TradeSuccess && (order.Status != OrderPaid || deref(order.TransactionID) != n.TransactionID):
-		outcome = NotifyNotPending
-	case (n.TradeState == TradeClosed || n.TradeState == TradeRevoked) && order.Status == OrderPending:
-		outcome = NotifyClosed
-	case n.TradeState == TradeRefund && order.Status == OrderPaid:
-		outcome = NotifyRefunded
-	}
 	rec := PaymentNotifyRecord{Channel: n.Channel, OutTradeNo: n.OutTradeNo, TransactionID: n.TransactionID,
-		TradeState: n.TradeState, NotifyID: n.NotifyID, VerifyOK: true, Outcome: outcome, CreatedAt: now}
+		TradeState: n.TradeState, NotifyID: n.NotifyID, VerifyOK: true, Outcome: step.Outcome, CreatedAt: now}
 	if n.RawBody != "" {
 		rec.RawBody = &n.RawBody
 	}
@@ -191,82 +154,56 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 	}
 	if ins.RowsAffected == 0 {
 		res.Outcome = NotifyDuplicate
-		return rechargeOf(tx, order, res)
+		return rechargeOf(tx, row, res)
 	}
-	res.Outcome = outcome
+	res.Outcome = step.Outcome
+	if !step.Moves() {
+		return rechargeOf(tx, row, res)
+	}
 
-	switch outcome {
-	case NotifyPaid:
-		paidAt := now
-		if t := n.SuccessTime.Time; !t.IsZero() {
-			paidAt = t.UTC()
-		}
-		order.Status, order.PaidAt, order.TransactionID = OrderPaid, &paidAt, &n.TransactionID
-	case NotifyClosed:
-		order.Status = OrderClosed
-	case NotifyRefunded:
-		order.Status = OrderRefunded
-	default:
-		return rechargeOf(tx, order, res)
+	row.Status = step.Status
+	if step.Outcome == NotifyPaid {
+		row.PaidAt, row.TransactionID = &step.PaidAt, &step.TransactionID
 	}
-	order.UpdatedAt = now
-	if err := tx.Model(&order).Select("status", "paid_at", "transaction_id", "updated_at").Updates(&order).Error; err != nil {
+	row.UpdatedAt = now
+	if err := tx.Model(&row).Select("status", "paid_at", "transaction_id", "updated_at").Updates(&row).Error; err != nil {
 		return err
 	}
-	res.Order = order
-	if outcome != NotifyPaid {
+	res.Order = row
+	if step.Outcome != NotifyPaid {
 		return nil
 	}
-	if err := grant(tx, now, order, res); err != nil {
+	if err := grant(tx, now, row, step.Grant, res); err != nil {
 		return err
 	}
-	return queueReceipt(tx, order, receipts, traceID, res)
+	return queueReceipt(tx, row, receipts, traceID, res)
 }
 
-// paidAsOrdered checks a SUCCESS against its order: the amount and the
-// currency the verified callback carried are the order's. A SUCCESS
-// without them (the Spring producer sends neither) is refused: the
-// message is then only its publisher's word that the order was paid
-// (doc/payments.md).
-func paidAsOrdered(n topology.PaymentNotify, order PaymentOrder) error {
+// grant gives the user of a paid order what it bought (order.Grant).
+func grant(tx *gorm.DB, now time.Time, row PaymentOrder, g order.Grant, res *NotifyResult) error {
+	if err := openAccount(tx, row.Username); err != nil {
+		return err
+	}
 	switch {
-	case n.AmountFen == nil || n.Currency == "":
-		return fmt.Errorf("%w: a SUCCESS without amountFen and currency: what was paid is unknown, so nothing is granted", ErrNotifyMismatch)
-	case *n.AmountFen != order.AmountFen || n.Currency != order.Currency:
-		return fmt.Errorf("%w: %d %s paid, the order is %d %s", ErrNotifyMismatch, *n.AmountFen, n.Currency, order.AmountFen, order.Currency)
-	}
-	return nil
-}
-
-// grant gives the user of a paid order what it bought.
-func grant(tx *gorm.DB, now time.Time, order PaymentOrder, res *NotifyResult) error {
-	if err := openAccount(tx, order.Username); err != nil {
-		return err
-	}
-	switch order.ProductCode {
-	case ProductProMonth:
+	case g.ProMonth:
 		var u UserAccount
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("id", "pro_expire_at").
-			Where("username = ?", order.Username).Take(&u).Error; err != nil {
+			Where("username = ?", row.Username).Take(&u).Error; err != nil {
 			return err
 		}
-		from := now
-		if u.ProExpireAt != nil && u.ProExpireAt.After(now) {
-			from = u.ProExpireAt.UTC()
-		}
-		until := from.Add(ProMonth)
+		until := order.ExtendPro(now, u.ProExpireAt)
 		res.ProExpireAt = &until
 		return tx.Model(&UserAccount{}).Where("id = ?", u.ID).Update("pro_expire_at", until).Error
-	case ProductAgentRecharge:
-		row, _, err := creditTx(tx, Credit{Username: order.Username, ID: order.OutTradeNo, Amount: decimal.NewFromInt(order.AmountFen),
-			Reason: "recharge order " + order.OutTradeNo + " paid through " + order.Channel, Source: "payment"})
+	case g.RechargeFen > 0:
+		entry, _, err := creditTx(tx, Credit{Username: row.Username, ID: row.OutTradeNo, Amount: decimal.NewFromInt(g.RechargeFen),
+			Reason: "recharge order " + row.OutTradeNo + " paid through " + row.Channel, Source: "payment"})
 		if err != nil {
 			return err
 		}
-		res.Recharge = &row
+		res.Recharge = &entry
 		return nil
 	}
-	return fmt.Errorf("order %s: unknown product %q", order.OutTradeNo, order.ProductCode)
+	return fmt.Errorf("order %s grants nothing", row.OutTradeNo)
 }
 
 // openAccount makes the user_account row of a user who paid before having
@@ -278,12 +215,12 @@ func openAccount(tx *gorm.DB, username string) error {
 
 // rechargeOf reads the ledger row of a paid recharge that an earlier
 // delivery wrote, so ApplyNotify can finish its Redis side.
-func rechargeOf(tx *gorm.DB, order PaymentOrder, res *NotifyResult) error {
-	if order.ProductCode != ProductAgentRecharge || (order.Status != OrderPaid && order.Status != OrderRefunded) {
+func rechargeOf(tx *gorm.DB, row PaymentOrder, res *NotifyResult) error {
+	if !row.rules().Recharged() {
 		return nil
 	}
 	var rows []LedgerEntry
-	err := tx.Where("username = ? AND kind = ? AND entry_id = ?", order.Username, LedgerRecharge, order.OutTradeNo).Limit(1).Find(&rows).Error
+	err := tx.Where("username = ? AND kind = ? AND entry_id = ?", row.Username, LedgerRecharge, row.OutTradeNo).Limit(1).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return err
 	}
@@ -294,11 +231,11 @@ func rechargeOf(tx *gorm.DB, order PaymentOrder, res *NotifyResult) error {
 // queueReceipt writes the receipt message of a paid order to the outbox,
 // to the order's receipt address or else the account's email; an order
 // with neither gets no receipt.
-func queueReceipt(tx *gorm.DB, order PaymentOrder, receipts topology.Domain, traceID string, res *NotifyResult) error {
-	email := deref(order.ReceiptEmail)
+func queueReceipt(tx *gorm.DB, row PaymentOrder, receipts topology.Domain, traceID string, res *NotifyResult) error {
+	email := deref(row.ReceiptEmail)
 	if email == "" {
 		var u UserAccount
-		if err := tx.Select("email").Where("username = ?", order.Username).Take(&u).Error; err != nil {
+		if err := tx.Select("email").Where("username = ?", row.Username).Take(&u).Error; err != nil {
 			return err
 		}
 		email = deref(u.Email)
@@ -307,15 +244,15 @@ func queueReceipt(tx *gorm.DB, order PaymentOrder, receipts topology.Domain, tra
 		res.NoReceipt = "neither the order nor the account has an email address"
 		return nil
 	}
-	amount := int32(order.AmountFen) // RechargeMaxFen and prices fit
-	m := topology.PaymentReceiptDispatch{TraceID: traceID, Email: email, OutTradeNo: order.OutTradeNo, Channel: order.Channel,
-		TransactionID: deref(order.TransactionID), AmountFen: &amount, Currency: order.Currency, ProductCode: order.ProductCode,
-		PaidAt: topology.LocalDateTime{Time: *order.PaidAt}, ExpireAt: topology.LocalDateTime{Time: order.ExpireAt}}
+	amount := int32(row.AmountFen) // RechargeMaxFen and prices fit
+	m := topology.PaymentReceiptDispatch{TraceID: traceID, Email: email, OutTradeNo: row.OutTradeNo, Channel: row.Channel,
+		TransactionID: deref(row.TransactionID), AmountFen: &amount, Currency: row.Currency, ProductCode: row.ProductCode,
+		PaidAt: topology.LocalDateTime{Time: *row.PaidAt}, ExpireAt: topology.LocalDateTime{Time: row.ExpireAt}}
 	if err := m.Validate(); err != nil {
 		res.NoReceipt = "the receipt cannot be sent: " + err.Error() // an account email from before validation
 		return nil
 	}
-	e, err := EnqueueMessage(tx, receipts, m, "payment-receipt:"+order.OutTradeNo, traceID, 0)
+	e, err := EnqueueMessage(tx, receipts, m, "payment-receipt:"+row.OutTradeNo, traceID, 0)
 	if err != nil {
 		return err
 	}
@@ -343,19 +280,19 @@ func (o *Orders) SendReceiptOnce(ctx context.Context, outTradeNo string, send fu
 		return false, fmt.Errorf("store: order %s op-lock: %w", outTradeNo, err)
 	}
 	defer lock.ReleaseDetached(ctx)
-	order, err := o.Get(ctx, outTradeNo)
+	row, err := o.Get(ctx, outTradeNo)
 	if err != nil {
 		return false, err
 	}
-	if order.ReceiptSentAt != nil {
+	if row.ReceiptSentAt != nil {
 		return false, nil
 	}
-	if order.PaidAt == nil { // the receipt is written with the payment: a message that came otherwise
-		return false, fmt.Errorf("%w: order %s is %s", ErrNotPaid, outTradeNo, order.Status)
+	if row.PaidAt == nil { // the receipt is written with the payment: a message that came otherwise
+		return false, fmt.Errorf("%w: order %s is %s", ErrNotPaid, outTradeNo, row.Status)
 	}
 	sctx, cancel := context.WithTimeout(ctx, keys.PaymentLockTTL-time.Second)
 	defer cancel()
-	if err := send(sctx, order); err != nil {
+	if err := send(sctx, row); err != nil {
 		return false, err
 	}
 	now := o.now().UTC()

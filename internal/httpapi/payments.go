@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/mail"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/go-chi/chi/v5"
 )
@@ -43,7 +44,7 @@ func answerOrder(o store.PaymentOrder) orderAnswer {
 
 // createOrder creates a PENDING payment order for the caller (doc/payments.md):
 // 201 with the order; 400 for an unknown product or channel, a wrong
-// amount or a bad receipt address; 409 while the caller has an unexpired
+// amount or a bad receipt address (order.New.Check); 409 while the caller has an unexpired
 // PENDING order (details name it) or while another creation of the same
 // product for the caller holds the lock.
 func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
@@ -57,7 +58,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	p, _ := PrincipalFrom(r.Context())
-	o, err := store.NewOrders(s.deps.DB, s.deps.Redis).Create(r.Context(), store.NewOrder{Username: p.Subject, Product: req.Product,
+	o, err := store.NewOrders(s.deps.DB, s.deps.Redis).Create(r.Context(), order.New{Username: p.Subject, Product: req.Product,
 		AmountFen: req.AmountFen, Channel: req.Channel, ReceiptEmail: req.ReceiptEmail})
 	var active *store.ErrActiveOrder
 	switch {
@@ -67,7 +68,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, store.ErrOrderLocked):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an order is being created; try again shortly",
 			RetryAfter: time.Second}
-	case errors.Is(err, store.ErrOrderInvalid):
+	case errors.Is(err, order.ErrInvalid):
 		return BadRequest("%s", invalidReason(err))
 	case err != nil && o.OutTradeNo != "":
 		// The order exists; only its Redis keys are missing, and MySQL
@@ -79,10 +80,10 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	return JSON(w, http.StatusCreated, answerOrder(o))
 }
 
-// invalidReason is the part of a store.ErrOrderInvalid error after the
+// invalidReason is the part of an order.ErrInvalid error after the
 // sentinel's text.
 func invalidReason(err error) string {
-	return strings.TrimPrefix(err.Error(), store.ErrOrderInvalid.Error()+": ")
+	return strings.TrimPrefix(err.Error(), order.ErrInvalid.Error()+": ")
 }
 
 // getOrder answers an order to its owner and to admins; to anyone else it
