@@ -5,11 +5,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
-	"os"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
@@ -17,41 +16,24 @@ import (
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/paynotify"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() { app.Main("api", run) }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := config.LoadAPI(lookupEnv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "api")
-	if cfg.JWT.IsDefault {
-		log.WarnContext(ctx, "ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
-	}
-	if cfg.HTTP.TrustProxyOld {
-		log.WarnContext(ctx, "API_TRUST_PROXY is deprecated: it now trusts X-Forwarded-For from a proxy on this machine only (127.0.0.0/8, ::1); "+
-			"behind a proxy elsewhere set API_TRUSTED_PROXIES to its addresses (doc/edge.md)")
-	}
-	if cfg.Payments.TestKeys { // only with ISLE_DEV=1: the configuration refuses them otherwise
-		log.WarnContext(ctx, "ISLE_DEV=1 and local TEST payment gateway keys (islectl pay keys): whoever has their private halves can make this API take a payment; never in production")
-	}
-	deps, err := app.Open(ctx, log, app.Needs{Name: "api", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP, Declare: true})
+	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.API]{
+		Name: "api", Load: config.LoadAPI, Warn: warn,
+		Log: func(c *config.API) config.Log { return c.Log },
+		Needs: func(c *config.API) app.Needs {
+			return app.Needs{MySQL: &c.MySQL, Redis: &c.Redis, AMQP: &c.AMQP, Declare: true}
+		},
+	})
 	if err != nil {
 		return err
 	}
-	defer deps.Close()
+	defer svc.Close()
+	log, deps, reg := svc.Log, svc.Deps, svc.Registry
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, Name: "isle-api", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 	}, deps.Topology, messaging.NewMetrics(reg), log)
@@ -100,18 +82,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	go api.WatchBans(ctx)
 
-	ops, err := app.NewOpsServer(cfg.HTTP.OpsAddr, deps.Checks()...)
+	if cfg.Log.Pprof && cfg.HTTP.OpsAddr == "" {
+		return errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
+	}
+	ops, err := svc.ServeOps(cfg.HTTP.OpsAddr)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	switch {
-	case cfg.Log.Pprof && ops.Addr() == "":
-		return errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
-	case cfg.Log.Pprof:
-		ops.Profile()
-	}
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
@@ -143,6 +121,20 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log.InfoContext(ctx, "api stopped")
 	return nil
+}
+
+// warn logs what the configuration is unsafe or outdated for.
+func warn(ctx context.Context, log *slog.Logger, cfg *config.API) {
+	if cfg.JWT.IsDefault {
+		log.WarnContext(ctx, "ISLE_DEV=1 and no API_JWT_SECRET: using the public development key; anyone can mint tokens for this API")
+	}
+	if cfg.HTTP.TrustProxyOld {
+		log.WarnContext(ctx, "API_TRUST_PROXY is deprecated: it now trusts X-Forwarded-For from a proxy on this machine only (127.0.0.0/8, ::1); "+
+			"behind a proxy elsewhere set API_TRUSTED_PROXIES to its addresses (doc/edge.md)")
+	}
+	if cfg.Payments.TestKeys { // only with ISLE_DEV=1: the configuration refuses them otherwise
+		log.WarnContext(ctx, "ISLE_DEV=1 and local TEST payment gateway keys (islectl pay keys): whoever has their private halves can make this API take a payment; never in production")
+	}
 }
 
 // metricsAt says where /metrics is served, for the start line.

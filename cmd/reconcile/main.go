@@ -29,9 +29,6 @@ import (
 	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -47,31 +44,30 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	once := fs.String("once", "", "run one job now and exit: "+strings.Join(jobNames, ", "))
 	asJSON := fs.Bool("json", false, "with -once: print the result as JSON")
-	if err := fs.Parse(args); err != nil {
+	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.Reconcile]{
+		Name: "reconcile", Flags: fs, Load: config.LoadReconcile,
+		CheckFlags: func() error {
+			if *once != "" && !slices.Contains(jobNames, *once) {
+				return fmt.Errorf("-once %q: want one of %s", *once, strings.Join(jobNames, ", "))
+			}
+			return nil
+		},
+		Log: func(c *config.Reconcile) config.Log { return c.Log },
+		Needs: func(c *config.Reconcile) app.Needs {
+			needs := app.Needs{MySQL: &c.MySQL, Redis: &c.Redis}
+			if needsAMQP(c.Reconcile, *once) {
+				needs.AMQP = &c.AMQP
+			}
+			return needs
+		},
+	})
+	if err != nil {
 		return err
 	}
-	if *once != "" && !slices.Contains(jobNames, *once) {
-		return fmt.Errorf("-once %q: want one of %s", *once, strings.Join(jobNames, ", "))
-	}
-	cfg, err := config.LoadReconcile(lookupEnv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "reconcile")
+	defer svc.Close()
+	log, deps, reg := svc.Log, svc.Deps, svc.Registry
 	rc := cfg.Reconcile
-	needAMQP := rc.ReplayEnabled || rc.BackfillEnabled || *once == "dlq-replay" || *once == "replication-backfill"
-	needs := app.Needs{Name: "reconcile", MySQL: &cfg.MySQL, Redis: &cfg.Redis}
-	if needAMQP {
-		needs.AMQP = &cfg.AMQP
-	}
-	deps, err := app.Open(ctx, log, needs)
-	if err != nil {
-		return err
-	}
-	defer deps.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
 	// balance-sync asks the broker's management API how many billing
 	// messages are queued or unacknowledged before it adjusts a balance.
@@ -86,7 +82,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 	}
 	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
-	if needAMQP {
+	if needsAMQP(rc, *once) {
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
 			EnsureOnly: true}, // the api declares the topology
 			deps.Topology, messaging.NewMetrics(reg), log)
@@ -128,15 +124,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	ops, err := app.NewOpsServer(rc.OpsAddr, deps.Checks()...)
+	ops, err := svc.ServeOps(rc.OpsAddr)
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	if cfg.Log.Pprof {
-		ops.Profile()
-	}
-	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	names := make([]string, len(schedules))
 	for i, s := range schedules {
@@ -151,4 +143,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	// reconciler stops, not a failure.
 	log.Info("reconcile stopped")
 	return nil
+}
+
+// needsAMQP reports whether the reconciler publishes: it schedules a job
+// that does, or -once runs one.
+func needsAMQP(rc config.ReconcileSection, once string) bool {
+	return rc.ReplayEnabled || rc.BackfillEnabled || app.JobNeedsPublisher(once)
 }

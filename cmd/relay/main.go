@@ -8,39 +8,27 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/relay"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() { app.Main("relay", run) }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
-	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := config.LoadRelay(lookupEnv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "relay")
-	deps, err := app.Open(ctx, log, app.Needs{Name: "relay", MySQL: &cfg.MySQL, AMQP: &cfg.AMQP})
+	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.Relay]{
+		Name: "relay", Load: config.LoadRelay,
+		Log:   func(c *config.Relay) config.Log { return c.Log },
+		Needs: func(c *config.Relay) app.Needs { return app.Needs{MySQL: &c.MySQL, AMQP: &c.AMQP} },
+	})
 	if err != nil {
 		return err
 	}
-	defer deps.Close()
+	defer svc.Close()
+	log, deps, reg := svc.Log, svc.Deps, svc.Registry
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, Name: "isle-relay-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 		EnsureOnly: true, // the api declares the topology
@@ -58,16 +46,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 
-	checks := append(deps.Checks(), app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
-	ops, err := app.NewOpsServer(cfg.Relay.OpsAddr, checks...)
+	ops, err := svc.ServeOps(cfg.Relay.OpsAddr, app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	if cfg.Log.Pprof {
-		ops.Profile()
-	}
-	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "owner", r.Owner(),
 		"enabled", cfg.Relay.Enabled, "tables", r.Tables(), "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval,

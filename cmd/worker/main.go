@@ -11,17 +11,12 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() { app.Main("worker", run) }
@@ -29,22 +24,17 @@ func main() { app.Main("worker", run) }
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	handlerSpec := fs.String("handlers", "all", "handlers to run, comma-separated: all, dlq (every DLQ consumer), domain names, <domain>-dlq")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := config.LoadWorker(lookupEnv)
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	log := app.NewLogger(os.Stderr, cfg.Log.Level, cfg.Log.Format, "worker")
-	deps, err := app.Open(ctx, log, app.Needs{Name: "worker", MySQL: &cfg.MySQL, Redis: &cfg.Redis, AMQP: &cfg.AMQP})
+	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.Worker]{
+		Name: "worker", Flags: fs, Load: config.LoadWorker,
+		Log:   func(c *config.Worker) config.Log { return c.Log },
+		Needs: func(c *config.Worker) app.Needs { return app.Needs{MySQL: &c.MySQL, Redis: &c.Redis, AMQP: &c.AMQP} },
+	})
 	if err != nil {
 		return err
 	}
-	defer deps.Close()
+	defer svc.Close()
+	log, deps, reg := svc.Log, svc.Deps, svc.Registry
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := messaging.NewMetrics(reg)
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
@@ -92,16 +82,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	for i, r := range selected {
 		names[i] = r.Name
 	}
-	checks := append(deps.Checks(), app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
-	ops, err := app.NewOpsServer(cfg.Worker.OpsAddr, checks...)
+	ops, err := svc.ServeOps(cfg.Worker.OpsAddr, app.Check{Name: "rabbitmq-publish", Fn: pub.Ping})
 	if err != nil {
 		return err
 	}
 	defer ops.Close(log)
-	if cfg.Log.Pprof {
-		ops.Profile()
-	}
-	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	go func() {
 		<-ctx.Done()

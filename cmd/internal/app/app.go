@@ -1,7 +1,10 @@
-// Package app is the wiring Isle's binaries share: the logger, and opening
-// MySQL, Redis and RabbitMQ with the checks every binary makes before it
-// serves (schema version, start-up cleanup, topology declared, or checked
-// present, before the first publish). Only packages under cmd/ import it.
+// Package app is the wiring Isle's binaries share: the prelude of the
+// service binaries (Start: flags, configuration, logger, open services, a
+// metrics registry; then their operations endpoints, Service.ServeOps),
+// the logger, and opening MySQL, Redis and RabbitMQ with the checks every
+// binary makes before it serves (schema version, start-up cleanup,
+// topology declared, or checked present, before the first publish). Only
+// packages under cmd/ import it.
 package app
 
 import (
