@@ -74,7 +74,7 @@ func TestImportGraph(t *testing.T) {
 		"store":                {"game", "order", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
-		"internal/messaging":   {"topology", "internal/correlation"},
+		"internal/messaging":   {"topology", "internal/correlation", "internal/testsignal"},
 		"internal/rabbitadmin": {"topology"},
 		"internal/billing":     {"store"},
 		"internal/dlq":         {"internal/messaging", "store", "topology"},

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // loopback returns both ends of a TCP connection on 127.0.0.1.
@@ -36,6 +38,15 @@ func loopback(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// idle waits until c's writer goroutine has written everything and ended.
+func idle(c *coalescingConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.writing {
+		c.drained.Wait()
+	}
+}
+
 func TestCoalescingConnKeepsEveryByteInOrder(t *testing.T) {
 	client, server := loopback(t)
 	c := coalesce(client)
@@ -51,7 +62,7 @@ func TestCoalescingConnKeepsEveryByteInOrder(t *testing.T) {
 			t.Fatalf("write %d: n=%d err=%v", i, n, err)
 		}
 		if i%1000 == 0 {
-			time.Sleep(time.Millisecond) // let the writer go idle and start again
+			idle(c) // the writer goes idle, and starts again at the next Write
 		}
 	}
 	got := make(chan []byte)
@@ -74,14 +85,15 @@ func TestCoalescingConnReportsAFailedWriteAndClosesTheSocket(t *testing.T) {
 	client, server := loopback(t)
 	c := coalesce(client)
 	server.Close()
+	// Each write goes out before the next (idle): the peer's reset comes
+	// back to one of them, and the Write after it returns its error.
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for err == nil && time.Now().Before(deadline) {
+	for i := 0; err == nil; i++ {
+		if i == 1000 {
+			t.Fatal("1,000 writes to a closed peer succeeded")
+		}
 		_, err = c.Write(make([]byte, 64<<10))
-		time.Sleep(time.Millisecond)
-	}
-	if err == nil {
-		t.Fatal("writes to a closed peer kept succeeding")
+		idle(c)
 	}
 	// The socket is closed, so a reader of the connection stops too.
 	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -105,13 +117,16 @@ func TestCoalescingConnHoldsWritersBackWhenThePeerStopsReading(t *testing.T) {
 		}
 		t.Error("128 MiB were accepted without the peer reading")
 	})
-	time.Sleep(500 * time.Millisecond)
-	c.mu.Lock()
-	waiting := len(c.buf)
-	c.mu.Unlock()
-	if waiting > coalesceMax+32<<10 {
-		t.Errorf("%d bytes waiting, bound is %d", waiting, coalesceMax)
-	}
+	// The kernel's buffers fill, the writer goroutine is stuck in its write,
+	// and the bytes behind it reach the bound: Write waits there.
+	var waiting int
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		waiting = len(c.buf)
+		c.mu.Unlock()
+		return waiting >= coalesceMax
+	}, 30*time.Second, time.Millisecond, "the buffer never reached its bound")
+	require.LessOrEqual(t, waiting, coalesceMax+32<<10, "bytes waiting beyond the bound and one write")
 	// Close unblocks the writer (its write deadline passes) within closeFlushBy.
 	began := time.Now()
 	_ = c.Close()

@@ -77,6 +77,7 @@ func (l *lane) reopen() bool {
 			return true
 		}
 		s.log.Warn("cannot consume yet", "queue", l.sub.topic, "err", err)
+		s.consumeFailed.Send(err)
 		if !conn.IsClosed() && !l.wait(resubscribeEvery) {
 			return false
 		}

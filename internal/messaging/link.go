@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eisland/isle/internal/testsignal"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -49,6 +50,8 @@ type link struct {
 	blocked string // the broker's reason while it blocks the connection
 	lastErr error  // why the link went down, or why the last reconnect failed
 	since   time.Time
+
+	reconnectFailed testsignal.Signal[error] // a reconnect attempt failed: for tests, off otherwise
 }
 
 // session is one connection and the goroutines of its channels.
@@ -145,6 +148,7 @@ func (l *link) reconnect() *session {
 		}
 		l.setState(false, err)
 		l.log.Warn("RabbitMQ publisher could not reconnect", "attempt", attempt+1, "err", err)
+		l.reconnectFailed.Send(err)
 	}
 }
 

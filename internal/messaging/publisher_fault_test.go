@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,16 +28,21 @@ func proxied(t *testing.T, b *testBundle, cfg messaging.PublisherConfig) (*messa
 	return pub, proxy
 }
 
-// load publishes from n goroutines until stop is called, counting results;
-// lastOK holds the start time (UnixNano) of the latest confirmed publish.
+// flowWithin bounds the waits for publishes to go through, so that a test
+// whose publisher is stuck fails rather than hangs.
+const flowWithin = 30 * time.Second
+
+// load publishes from n goroutines until stop is called, counting results.
 type load struct {
 	ok, failed atomic.Int64
-	lastOK     atomic.Int64
+	mu         sync.Mutex
+	lastOK     time.Time     // when the latest confirmed publish began
+	confirmed  chan struct{} // closed, and replaced, at each confirmed publish
 	stop       func()
 }
 
 func startLoad(t *testing.T, pub *messaging.Publisher, routingKey string, n int) *load {
-	l := &load{}
+	l := &load{confirmed: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for w := range n {
@@ -44,18 +50,22 @@ func startLoad(t *testing.T, pub *messaging.Publisher, routingKey string, n int)
 			for i := 0; ctx.Err() == nil; i++ {
 				began := time.Now()
 				err := pub.Send(ctx, messaging.Outgoing{RoutingKey: routingKey, Body: []byte(`{"modelName":"m"}`), MessageID: fmt.Sprintf("w%02d-%d", w, i)})
-				if err != nil {
+				if errors.Is(err, messaging.ErrPublisherClosed) {
 					l.failed.Add(1)
-					time.Sleep(10 * time.Millisecond)
+					return // refused at once, and for good
+				}
+				if err != nil {
+					l.failed.Add(1) // waited for a channel up to the timeout, or was in flight at a cut
 					continue
 				}
 				l.ok.Add(1)
-				for {
-					last := l.lastOK.Load()
-					if began.UnixNano() <= last || l.lastOK.CompareAndSwap(last, began.UnixNano()) {
-						break
-					}
+				l.mu.Lock()
+				if began.After(l.lastOK) {
+					l.lastOK = began
 				}
+				close(l.confirmed)
+				l.confirmed = make(chan struct{})
+				l.mu.Unlock()
 			}
 		})
 	}
@@ -64,33 +74,63 @@ func startLoad(t *testing.T, pub *messaging.Publisher, routingKey string, n int)
 	return l
 }
 
-// recovered waits until a publish that began after since is confirmed.
-func (l *load) recovered(since time.Time, within time.Duration) (time.Duration, bool) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if l.lastOK.Load() > since.UnixNano() {
-			return time.Since(since), true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return 0, false
+// now returns the start of the latest confirmed publish, the count of
+// confirmed publishes, and a channel closed at the next confirm.
+func (l *load) now() (time.Time, int64, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastOK, l.ok.Load(), l.confirmed
 }
 
-// Issue 8, item 5: a connection loss under concurrent publishing no longer
-// kills publishing; it works again within 5 s of each of 10 cuts in a row,
-// and every confirmed message is in its queue.
+// recovered waits until a publish that began after since is confirmed, at
+// most within, and says how long after since that was.
+func (l *load) recovered(since time.Time, within time.Duration) (time.Duration, bool) {
+	timeout := time.After(within)
+	for {
+		last, _, next := l.now()
+		if last.After(since) {
+			return time.Since(since), true
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			return 0, false
+		}
+	}
+}
+
+// flowing waits until n more publishes are confirmed: publishing works,
+// with publishes in flight.
+func (l *load) flowing(t *testing.T, n int64) {
+	t.Helper()
+	_, from, _ := l.now()
+	timeout := time.After(flowWithin)
+	for {
+		_, ok, next := l.now()
+		if ok >= from+n {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatalf("%d publishes confirmed of %d within %v", ok-from, n, flowWithin)
+		}
+	}
+}
+
+// A connection loss under concurrent publishing does not kill publishing:
+// it works again within 5 s of each of 10 cuts in a row, each made while
+// publishes are in flight, and every confirmed message is in its queue.
 func TestPublishingRecoversAfterEveryConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainAgentUsageStats)
 	pub, proxy := proxied(t, b, messaging.PublisherConfig{Timeout: 2 * time.Second, Channels: 4})
 	l := startLoad(t, pub, dom.RoutingKey, 32)
-	_, ok := l.recovered(time.Now().Add(-time.Hour), 5*time.Second)
-	require.True(t, ok, "no publish before the first cut")
 
 	var took []string
 	for cut := range 10 {
-		time.Sleep(200 * time.Millisecond) // publishes in flight when the cut comes
+		l.flowing(t, 100) // publishes in flight when the cut comes
 		at := time.Now()
 		proxy.Cut()
 		d, ok := l.recovered(at, 5*time.Second)
@@ -111,9 +151,11 @@ func TestCloseDuringOutageNeverPanics(t *testing.T) {
 	dom := b.domain(t, topology.DomainAgentUsageStats)
 	pub, proxy := proxied(t, b, messaging.PublisherConfig{Timeout: time.Second, Channels: 4})
 	l := startLoad(t, pub, dom.RoutingKey, 8)
-	time.Sleep(200 * time.Millisecond)
+	l.flowing(t, 50)
+	reconnectFailed := pub.ReconnectFailed()
+	reconnectFailed.Init()
 	proxy.Down()
-	time.Sleep(500 * time.Millisecond)
+	reconnectFailed.Wait(t) // the outage is seen; the 8 publishers wait for a channel
 
 	closed := make(chan any, 1)
 	go func() {
@@ -128,9 +170,10 @@ func TestCloseDuringOutageNeverPanics(t *testing.T) {
 	}
 	l.stop()
 	require.NotPanics(t, func() { _ = pub.Close() })
-	began := time.Now()
-	require.Error(t, pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte("{}")}))
-	require.Less(t, time.Since(began), 100*time.Millisecond, "a closed publisher refuses at once")
+	// Refused at once: a publish that waited would fail with ErrUnconfirmed
+	// after its timeout.
+	err := pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte("{}")})
+	require.ErrorIs(t, err, messaging.ErrPublisherClosed, "a closed publisher refuses at once")
 }
 
 // Readiness (Ping) follows the publisher's own connection: it fails while
@@ -149,13 +192,17 @@ func TestReadinessFollowsThePublishersConnection(t *testing.T) {
 	}
 	require.NoError(t, ping())
 
-	time.Sleep(200 * time.Millisecond)
+	l.flowing(t, 50)
+	reconnectFailed := pub.ReconnectFailed()
+	reconnectFailed.Init()
 	down := time.Now()
 	proxy.Down()
 	require.Eventually(t, func() bool { return ping() != nil }, 5*time.Second, poll, "readiness stayed green with the connection down")
 	t.Logf("readiness failed %v after the connection went down: %v", time.Since(down).Round(time.Millisecond), ping())
-	time.Sleep(time.Second)
-	require.Error(t, ping(), "readiness passed while the broker was unreachable")
+	for attempt := range 3 {
+		reconnectFailed.Wait(t)
+		require.Error(t, ping(), "readiness passed while the broker was unreachable, after %d failed reconnects", attempt+1)
+	}
 
 	up := time.Now()
 	proxy.Up()
@@ -180,13 +227,15 @@ func TestPublisherLeavesNoGoroutinesAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	l := startLoad(t, pub, dom.RoutingKey, 8)
 	for range 3 {
-		time.Sleep(100 * time.Millisecond)
+		l.flowing(t, 20) // connected again since the last cut
 		proxy.Cut()
 	}
+	reconnectFailed := pub.ReconnectFailed()
+	reconnectFailed.Init()
 	proxy.Down()
-	time.Sleep(300 * time.Millisecond)
+	reconnectFailed.Wait(t) // Close comes while the link tries to reconnect
 	require.NoError(t, pub.Close())
 	l.stop()
 	proxy.Up()
-	goleak.VerifyNone(t, before, goleak.IgnoreTopFunction("time.Sleep"))
+	goleak.VerifyNone(t, before)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/internal/testsignal"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -96,6 +97,8 @@ type Subscriber struct {
 	cancelHard context.CancelFunc
 	lanes      sync.WaitGroup // every channel loop of every subscription
 	kept       chan struct{}  // closed when the keeper goroutine ends
+
+	consumeFailed testsignal.Signal[error] // a lane could not consume again: for tests, off otherwise
 }
 
 // NewSubscriber returns a subscriber of cfg; it connects at its first
