@@ -34,10 +34,14 @@ func TestTwoRelaysPublishEveryRowOnce(t *testing.T) {
 	require.Zero(t, b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"))
 	require.Equal(t, len(ids), b.count(t, "SELECT COUNT(*) FROM outbox WHERE attempts = 1"), "no row was claimed twice")
 	require.Equal(t, 2, b.count(t, "SELECT COUNT(DISTINCT SUBSTRING_INDEX(claimed_by, '/', 1)) FROM outbox"), "both relays published")
-	time.Sleep(200 * time.Millisecond) // a duplicate would arrive by now
+	// Every publish was confirmed once (attempts = 1), so every copy the
+	// relays sent is in the queue ahead of a last message published now:
+	// once it arrives, so has any duplicate.
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, MessageID: "last", Body: []byte("{}")}))
+	require.Eventually(t, func() bool { return c.times("last") == 1 }, 10*time.Second, poll)
 	distinct, total := c.counts()
-	require.Equal(t, len(ids), distinct)
-	require.Equal(t, len(ids), total, "no message was delivered twice")
+	require.Equal(t, len(ids)+1, distinct)
+	require.Equal(t, len(ids)+1, total, "no message was delivered twice")
 	for _, id := range ids {
 		require.Equal(t, 1, c.times(id), id)
 	}
@@ -86,7 +90,9 @@ func TestFailedPublishLeavesRowPending(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, res["outbox"].Claimed, "the rows wait for their backoff")
 
-	time.Sleep(backoff)
+	require.Eventually(t, func() bool {
+		return b.count(t, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL AND available_at <= NOW(6)") == 3
+	}, 10*time.Second, poll, "the backoff passes")
 	res, err = working.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, relay.TableResult{Claimed: 3, Published: 2, Parked: 1}, res["outbox"])
@@ -137,7 +143,9 @@ func TestMarkIsFencedByTheClaim(t *testing.T) {
 		done <- res
 	}()
 	<-slow.entered
-	time.Sleep(lease + 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return b.count(t, "SELECT COUNT(*) FROM outbox WHERE claimed_by LIKE 'slow/%' AND available_at <= NOW(6)") == 1
+	}, 10*time.Second, poll, "the slow relay's lease runs out")
 	res, err := b.relay(t, b.pub, relay.Config{Owner: "fast"}).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, relay.TableResult{Claimed: 1, Published: 1}, res["outbox"])
