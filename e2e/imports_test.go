@@ -61,7 +61,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/correlation": {},
 		// Points of the code a test can wait for; off, and free, in production.
 		"internal/testsignal":  {},
-		"internal/groupcommit": {},
+		"internal/groupcommit": {"internal/testsignal"},
 		"internal/sqltx":       {},
 		"internal/luascript":   {}, // a package's embedded Lua scripts: go-redis only
 		"internal/lease":       {"internal/luascript"},

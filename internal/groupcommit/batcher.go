@@ -9,6 +9,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/eisland/isle/internal/testsignal"
 )
 
 // ErrBatcherClosed is returned by Do after Close.
@@ -30,6 +32,8 @@ type Batcher[Q, R any] struct {
 	stop    chan struct{}
 	exited  chan struct{}
 	once    sync.Once
+
+	queued testsignal.Signal[int] // a caller's calls were queued, how many: for tests, off otherwise
 }
 
 // batchTimeout bounds one flush; its callers' contexts do not (see run).
@@ -93,6 +97,7 @@ func (b *Batcher[Q, R]) enqueue(ctx context.Context, cs []call[Q, R]) error {
 	}
 	select {
 	case b.in <- cs:
+		b.queued.Send(len(cs))
 		return nil
 	case <-b.stop:
 		return ErrBatcherClosed

@@ -6,18 +6,21 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/eisland/isle/internal/groupcommit"
 	"github.com/stretchr/testify/require"
 )
 
+// While a commit runs, the calls that arrive queue up and go together in
+// the next; an item that fails its batch fails alone; Close drains.
 func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
+	held, open := make(chan int, 1), make(chan struct{})
+	var once sync.Once
 	b := groupcommit.New(8, func(ctx context.Context, qs []string) ([]string, error) {
-		time.Sleep(10 * time.Millisecond) // a commit
+		once.Do(func() { held <- len(qs); <-open }) // the first commit lasts until the test lets it end
 		if slices.Contains(qs, "bad") {
 			return nil, errors.New("bad row")
 		}
@@ -28,6 +31,8 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 		return out, nil
 	})
 	b.Observe = func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }
+	queued := b.Queued()
+	queued.Init()
 
 	var wg sync.WaitGroup
 	errs := make(map[string]error)
@@ -43,6 +48,12 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 			}
 		})
 	}
+	// Two calls at least queue up behind the first commit, whatever it took.
+	first := <-held
+	for n := 0; n < first+2; {
+		n += queued.Wait(t)
+	}
+	close(open)
 	wg.Wait()
 	require.Error(t, errs["bad"])
 	for q, err := range errs {
