@@ -10,6 +10,7 @@ import (
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,16 +36,6 @@ func (b *wholeBundle) counted(t *testing.T, outcome string) float64 {
 	return 0
 }
 
-// waitFor polls cond until it holds or d has passed, and reports whether it held.
-func waitFor(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // A dead message the database would keep damaged (here a trigger cuts its
 // headers) is not stored and not dropped: each attempt is logged as an error
 // with its message id and counted as failed, the message stays in the DLQ,
@@ -61,7 +52,7 @@ func TestDeadMessageTheDatabaseWouldDamageIsKeptAndLoggedWithItsID(t *testing.T)
 		MessageID: "damaged-1", TypeID: b.dom.TypeID}))
 	b.next(t)
 
-	if !waitFor(30*time.Second, func() bool { return b.counted(t, messaging.OutcomeFailed) >= 3 }) {
+	if !assert.Eventually(t, func() bool { return b.counted(t, messaging.OutcomeFailed) >= 3 }, 30*time.Second, 20*time.Millisecond) {
 		t.Fatalf("the refusals were not counted as failed; logs:\n%s", logs.String())
 	}
 	var rows int
