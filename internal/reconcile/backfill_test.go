@@ -142,10 +142,17 @@ func TestReplicationBackfillRepublishesStuckTasks(t *testing.T) {
 	require.Equal(t, reconcile.BackfillResult{StuckAfter: threshold}, res, "a run right after republishes nothing")
 	require.Equal(t, "tasks stuck over 10m0s: scanned 0, republished 0, failed to publish 0", res.String())
 
-	require.Eventually(t, func() bool { return len(deliveries()) == len(stuck) }, 10*time.Second, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // and no more
+	// And no more: the republishes were confirmed, so they are in the queue
+	// ahead of a last message of the lowest priority published now.
+	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: b.dom.RoutingKey, MessageID: "last", Body: []byte("{}")}))
+	require.Eventually(t, func() bool {
+		ds := deliveries()
+		return len(ds) > 0 && ds[len(ds)-1].MessageId == "last"
+	}, 10*time.Second, 20*time.Millisecond)
+	all := deliveries()
+	require.Len(t, all, len(stuck)+1, "one message per task, and the last")
 	got := map[string]amqp.Delivery{}
-	for _, d := range deliveries() {
+	for _, d := range all[:len(stuck)] {
 		got[d.MessageId] = d
 	}
 	require.Len(t, got, len(stuck), "one message per task")
