@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,15 +27,15 @@ func (b *testBundle) waitMe(t *testing.T, sub string, want int, limit time.Durat
 	t.Helper()
 	tok := b.token(t, sub, httpapi.RoleUser)
 	began := time.Now()
-	var status int
-	for time.Since(began) < limit {
-		if status, _, _ = b.do(t, http.MethodGet, "/v1/me", tok, ""); status == want {
-			return time.Since(began)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var last atomic.Int64 // the condition runs in a goroutine of its own
+	if !assert.Eventually(t, func() bool {
+		status, _, _ := b.do(t, http.MethodGet, "/v1/me", tok, "")
+		last.Store(int64(status))
+		return status == want
+	}, limit, 10*time.Millisecond) {
+		t.Fatalf("%s still gets %d %s after Redis changed, want %d", sub, last.Load(), limit, want)
 	}
-	t.Fatalf("%s still gets %d %s after Redis changed, want %d", sub, status, limit, want)
-	return 0
+	return time.Since(began)
 }
 
 // banKeys is a snapshot of the ban database's keys, as DUMP gives them.
