@@ -162,77 +162,10 @@ func TestChaos(t *testing.T) {
 	}
 
 	// The faults, one after another at seeded times while the load runs.
-	faults := &faultLog{}
-	frnd := rng()
-	snapshot := storetest.TakeSnapshot(t, rdb)
-	brokerDone := !*chaosBroker
-	kinds := []string{"kill", "kill", "term", "relay", "reconcile", "mysql", "redis-loss", "redis-old", "latency", "reset", "halfopen", "broker"}
-	for ctx.Err() == nil {
-		sleep(ctx, time.Duration(1500+frnd.IntN(2500))*time.Millisecond)
-		if ctx.Err() != nil {
-			break
-		}
-		kind := kinds[frnd.IntN(len(kinds))]
-		if kind == "broker" && brokerDone {
-			kind = "kill"
-		}
-		if !brokerDone && time.Since(loadStart) > loadFor*2/3 {
-			kind = "broker" // once per run, whatever the draw
-		}
-		switch kind {
-		case "kill", "term":
-			m := workers[frnd.IntN(len(workers))]
-			sig := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[kind]
-			faults.add(fmt.Sprintf("%s %s", sig, m.name))
-			m.kill(t, sig, time.Duration(frnd.IntN(1500))*time.Millisecond)
-		case "relay":
-			faults.add("SIGKILL relay")
-			relay.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
-		case "reconcile":
-			faults.add("SIGKILL reconcile")
-			reconciler.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
-		case "mysql":
-			down := time.Duration(1000+frnd.IntN(3000)) * time.Millisecond
-			faults.add(fmt.Sprintf("MySQL unreachable for %s", down))
-			d.down("mysql")
-			time.Sleep(down)
-			d.up(t, "mysql")
-		case "redis-loss":
-			faults.add("Redis restarts without its data")
-			d.down("redis")
-			storetest.Wipe(t, rdb)
-			d.up(t, "redis")
-		case "redis-old":
-			faults.add("Redis restarts from an older snapshot")
-			d.down("redis")
-			snapshot.Restore(t)
-			d.up(t, "redis")
-			snapshot = storetest.TakeSnapshot(t, rdb)
-		case "latency", "reset", "halfopen":
-			dep := []string{"mysql", "redis", "rabbitmq"}[frnd.IntN(3)]
-			attrs, what := `{"latency":200,"jitter":100}`, "latency 200±100 ms"
-			toxic := "latency"
-			switch kind {
-			case "reset":
-				toxic, attrs, what = "reset_peer", `{"timeout":500}`, "connections reset"
-			case "halfopen":
-				toxic, attrs, what = "timeout", `{"timeout":0}`, "half-open connections (data stops, nothing closes)"
-			}
-			hold := time.Duration(1000+frnd.IntN(2000)) * time.Millisecond
-			faults.add(fmt.Sprintf("%s: %s for %s", dep, what, hold))
-			d.toxic(t, dep, toxic, attrs)
-			time.Sleep(hold)
-			d.clear(dep)
-			if kind != "latency" {
-				d.down(dep) // the stalled connections are closed, as keepalives would
-				d.up(t, dep)
-			}
-		case "broker":
-			brokerDone = true
-			faults.add("RabbitMQ restarts (rabbitmqctl stop_app, start_app)")
-			require.NoError(t, brokerRestart(t, time.Duration(500+frnd.IntN(1500))*time.Millisecond))
-		}
-	}
+	fr := &faultRun{t: t, d: d, rdb: rdb, workers: workers, relay: relay, reconciler: reconciler, rnd: rng(),
+		log: &faultLog{}, snapshot: storetest.TakeSnapshot(t, rdb), brokerDone: !*chaosBroker}
+	fr.run(ctx, loadStart, loadFor)
+	faults := fr.log
 	wg.Wait()
 	t.Logf("load over after %s; %d faults: %s", loadFor, len(faults.list), strings.Join(faults.list, "; "))
 
@@ -256,7 +189,7 @@ func TestChaos(t *testing.T) {
 	final := reconcileOnce(t, rc, "balance-sync")
 	t.Log(strings.TrimSpace(final))
 
-	table := checkChaos(t, l, rec, sink, db, rdb, tp, uids, opening)
+	table := checkChaos(t, l, rec, sink, db, rdb, tp, uids)
 	var adj struct {
 		N   int
 		Sum decimal.Decimal
@@ -273,6 +206,105 @@ func TestChaos(t *testing.T) {
 	require.Zero(t, table.lost, "lost accepted requests")
 	require.Zero(t, table.duplicated, "duplicated effects")
 	require.Empty(t, table.moneyErrors, "money conserved for every user")
+}
+
+// faultRun injects the fault suite's faults, one after another at seeded
+// times, until ctx ends; RabbitMQ restarts once, after two thirds of the
+// load at the latest.
+type faultRun struct {
+	t                 *testing.T
+	d                 *deps
+	rdb               *store.Redis
+	workers           []*member
+	relay, reconciler *member
+	rnd               *rand.Rand
+	log               *faultLog
+	snapshot          *storetest.Snapshot
+	brokerDone        bool
+}
+
+var faultKinds = []string{"kill", "kill", "term", "relay", "reconcile", "mysql", "redis-loss", "redis-old", "latency", "reset", "halfopen", "broker"}
+
+func (fr *faultRun) run(ctx context.Context, loadStart time.Time, loadFor time.Duration) {
+	for ctx.Err() == nil {
+		sleep(ctx, time.Duration(1500+fr.rnd.IntN(2500))*time.Millisecond)
+		if ctx.Err() != nil {
+			return
+		}
+		kind := faultKinds[fr.rnd.IntN(len(faultKinds))]
+		if kind == "broker" && fr.brokerDone {
+			kind = "kill"
+		}
+		if !fr.brokerDone && time.Since(loadStart) > loadFor*2/3 {
+			kind = "broker" // once per run, whatever the draw
+		}
+		fr.inject(kind)
+	}
+}
+
+// inject brings about one fault of kind and ends it.
+func (fr *faultRun) inject(kind string) {
+	t, d, frnd, faults := fr.t, fr.d, fr.rnd, fr.log
+	switch kind {
+	case "kill", "term":
+		m := fr.workers[frnd.IntN(len(fr.workers))]
+		sig := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[kind]
+		faults.add(fmt.Sprintf("%s %s", sig, m.name))
+		m.kill(t, sig, time.Duration(frnd.IntN(1500))*time.Millisecond)
+	case "relay":
+		faults.add("SIGKILL relay")
+		fr.relay.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
+	case "reconcile":
+		faults.add("SIGKILL reconcile")
+		fr.reconciler.kill(t, syscall.SIGKILL, time.Duration(frnd.IntN(1500))*time.Millisecond)
+	case "mysql":
+		down := time.Duration(1000+frnd.IntN(3000)) * time.Millisecond
+		faults.add(fmt.Sprintf("MySQL unreachable for %s", down))
+		d.down("mysql")
+		time.Sleep(down)
+		d.up(t, "mysql")
+	case "redis-loss":
+		faults.add("Redis restarts without its data")
+		d.down("redis")
+		storetest.Wipe(t, fr.rdb)
+		d.up(t, "redis")
+	case "redis-old":
+		faults.add("Redis restarts from an older snapshot")
+		d.down("redis")
+		fr.snapshot.Restore(t)
+		d.up(t, "redis")
+		fr.snapshot = storetest.TakeSnapshot(t, fr.rdb)
+	case "latency", "reset", "halfopen":
+		fr.degrade(kind)
+	case "broker":
+		fr.brokerDone = true
+		faults.add("RabbitMQ restarts (rabbitmqctl stop_app, start_app)")
+		require.NoError(t, brokerRestart(t, time.Duration(500+frnd.IntN(1500))*time.Millisecond))
+	}
+}
+
+// degrade slows, resets or stalls the connections to one dependency for a
+// while (toxiproxy's latency, reset_peer and timeout toxics).
+func (fr *faultRun) degrade(kind string) {
+	t, d, frnd := fr.t, fr.d, fr.rnd
+	dep := []string{"mysql", "redis", "rabbitmq"}[frnd.IntN(3)]
+	attrs, what := `{"latency":200,"jitter":100}`, "latency 200±100 ms"
+	toxic := "latency"
+	switch kind {
+	case "reset":
+		toxic, attrs, what = "reset_peer", `{"timeout":500}`, "connections reset"
+	case "halfopen":
+		toxic, attrs, what = "timeout", `{"timeout":0}`, "half-open connections (data stops, nothing closes)"
+	}
+	hold := time.Duration(1000+frnd.IntN(2000)) * time.Millisecond
+	fr.log.add(fmt.Sprintf("%s: %s for %s", dep, what, hold))
+	d.toxic(t, dep, toxic, attrs)
+	time.Sleep(hold)
+	d.clear(dep)
+	if kind != "latency" {
+		d.down(dep) // the stalled connections are closed, as keepalives would
+		d.up(t, dep)
+	}
 }
 
 type faultLog struct {
@@ -393,11 +425,35 @@ func (c *chaosTable) print(w *os.File) {
 // checkChaos checks every invariant on what the load was told and what
 // the fleet left, and returns the table.
 func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.DB, rdb *store.Redis, tp *topology.Topology,
-	uids map[string]int64, opening decimal.Decimal) *chaosTable {
+	uids map[string]int64) *chaosTable {
 	t.Helper()
-	ctx := context.Background()
-	c := &chaosTable{dlq: map[string]int{}}
+	k := chaosCheck{t: t, l: l, rec: rec, db: db, rdb: rdb, tp: tp, uids: uids, c: &chaosTable{dlq: map[string]int{}}}
+	k.charges()
+	k.money()
+	distinct, deliveries := sink.mails()
+	k.payments(sink, distinct, deliveries)
+	k.codes(distinct)
+	k.objects()
+	k.scores()
+	k.deadMessages()
+	return k.c
+}
 
+// chaosCheck holds what a run's invariants are checked against; each of
+// its methods checks one domain and adds its row to c.
+type chaosCheck struct {
+	t    *testing.T
+	l    *loadEnv
+	rec  *record
+	db   *gorm.DB
+	rdb  *store.Redis
+	tp   *topology.Topology
+	uids map[string]int64
+	c    *chaosTable
+}
+
+func (k chaosCheck) charges() {
+	t, db, c, rec := k.t, k.db, k.c, k.rec
 	// Billing: a 200 is one DEDUCT row with what the client was told; a
 	// refusal charged nothing; an unanswered request, or one answered that
 	// its outcome is unknown, may be either.
@@ -427,6 +483,12 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	c.row("billing charges", accepted, effects, fmt.Sprintf("answers %v; refused yet charged %d; outcome unknown %d", rec.http["billing"], refusedCharged, unknown))
 
+}
+
+func (k chaosCheck) money() {
+	ctx, db, rdb, c := context.Background(), k.db, k.rdb, k.c
+	uids := k.uids
+	t := k.t
 	// Money, every user: Redis = MySQL balance = Σ of the ledger, never negative.
 	for u := range uids {
 		var row struct{ Balance, Ledger decimal.Decimal }
@@ -445,10 +507,13 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 		}
 	}
 
+}
+
+func (k chaosCheck) payments(sink *mailSink, distinct, deliveries map[string]int) {
+	t, db, c, rec := k.t, k.db, k.c, k.rec
 	// Payments: an accepted callback is a PAID order with one RECHARGE row
 	// and one receipt mail; any paid order has exactly one of each.
-	distinct, deliveries := sink.mails()
-	accepted, effects = 0, 0
+	accepted, effects := 0, 0
 	receipts, resent := 0, 0
 	for _, p := range rec.paid {
 		var o store.PaymentOrder
@@ -503,8 +568,12 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	c.row("payments (recharge callbacks)", accepted, effects, fmt.Sprintf("receipts recorded %d; same receipt delivered again %d (one Message-ID); answers %v", receipts, resent, rec.http["payments"]))
 
+}
+
+func (k chaosCheck) codes(distinct map[string]int) {
+	t, c, rec := k.t, k.c, k.rec
 	// Email codes: one mail per accepted code.
-	accepted, effects = 0, 0
+	accepted, effects := 0, 0
 	for _, cd := range rec.codes {
 		if !cd.accepted {
 			continue
@@ -523,8 +592,12 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	c.row("email codes", accepted, effects, fmt.Sprintf("answers %v", rec.http["email"]))
 
+}
+
+func (k chaosCheck) objects() {
+	t, c, rec, l := k.t, k.c, k.rec, k.l
 	// Objects: each stored object replicated, byte for byte.
-	effects = 0
+	effects := 0
 	for _, u := range rec.uploads {
 		state, replica := l.objectState(u.user, u.id)
 		if state != "done" || replica == "" {
@@ -542,10 +615,14 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	c.row("objects replicated and verified", len(rec.uploads), effects, fmt.Sprintf("answers %v", rec.http["objects"]))
 
+}
+
+func (k chaosCheck) scores() {
+	ctx, t, db, rdb, c, rec, uids := context.Background(), k.t, k.db, k.rdb, k.c, k.rec, k.uids
 	// Scores: each player's best in MySQL is at least their best accepted
 	// score and one they submitted; the leaderboard equals MySQL.
 	best, sent := map[string]int64{}, map[string]map[int64]bool{}
-	accepted = 0
+	accepted := 0
 	for _, s := range rec.scores {
 		if sent[s.user] == nil {
 			sent[s.user] = map[int64]bool{}
@@ -563,7 +640,7 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	for _, e := range board {
 		onBoard[e.UserID] = e.Score
 	}
-	effects = 0
+	effects := 0
 	for u, want := range best {
 		row, err := scores.Best(ctx, "2048", uids[u])
 		switch {
@@ -582,6 +659,10 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	c.row("scores (submissions; players whose best and board are right)", accepted, effects, fmt.Sprintf("%d players; answers %v", len(best), rec.http["scores"]))
 
+}
+
+func (k chaosCheck) deadMessages() {
+	ctx, t, db, c, tp := context.Background(), k.t, k.db, k.c, k.tp
 	// Dead messages and why.
 	for _, dom := range tp.Domains() {
 		if dom.DLQTable == "" {
@@ -602,15 +683,14 @@ func checkChaos(t *testing.T, l *loadEnv, rec *record, sink *mailSink, db *gorm.
 	}
 	// Every outbox row the load caused can be published: a parked one is a
 	// message that never left.
-	rows, counts, err := store.ParkedOutbox(ctx, db, 10)
+	parked, counts, err := store.ParkedOutbox(ctx, db, 10)
 	require.NoError(t, err)
 	for _, table := range store.OutboxTables {
 		c.lost += counts[table]
 	}
-	for _, r := range rows {
+	for _, r := range parked {
 		t.Errorf("outbox row parked: %s %d (%s): %s", r.Table, r.ID, r.What, r.LastError)
 	}
-	return c
 }
 
 func clipText(s string, n int) string {
