@@ -44,7 +44,7 @@ func (h *ScoreUpsert) Handle(ctx context.Context, m topology.ScoreUpsert) error 
 	if err != nil {
 		return err
 	}
-	if res.Done {
+	if res.AppliedBefore {
 		h.log.DebugContext(ctx, "score applied before", "submitId", m.SubmitID)
 		return nil
 	}

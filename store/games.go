@@ -98,10 +98,10 @@ func (s *Scores) Session(ctx context.Context, gameID string, userID int64, sessi
 
 // Upserted says what Upsert did.
 type Upserted struct {
-	Best     GameScore // the user's best run as MySQL holds it after the upsert
-	Improved bool      // this run is the best
-	Done     bool      // the submission was applied before: nothing done
-	Locked   bool      // the per-user lock was held (false: it ran without it)
+	Best          GameScore // the user's best run as MySQL holds it after the upsert
+	Improved      bool      // this run is the best
+	AppliedBefore bool      // the submission was applied before: nothing done
+	Locked        bool      // the per-user lock was held (false: it ran without it)
 }
 
 // scoreLockWait is how long Upsert waits for the per-user lock before it
@@ -140,7 +140,7 @@ func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, 
 	if n, err := c.Exists(ctx, done).Result(); err != nil {
 		return Upserted{}, fmt.Errorf("store: score %s: %w", m.SubmitID, err)
 	} else if n == 1 {
-		return Upserted{Done: true}, nil
+		return Upserted{AppliedBefore: true}, nil
 	}
 	user := strconv.FormatInt(*m.UserID, 10)
 	var out Upserted

@@ -115,12 +115,12 @@ func TestRunWhoseFirstAttemptFailedIsAppliedOnRetry(t *testing.T) {
 
 	got, err := s.Upsert(ctx, m)
 	require.NoError(t, err)
-	require.False(t, got.Done, "the retry does the work")
+	require.False(t, got.AppliedBefore, "the retry does the work")
 	require.True(t, got.Improved)
 	require.EqualValues(t, 500, got.Best.Score)
 	again, err := s.Upsert(ctx, m)
 	require.NoError(t, err)
-	require.True(t, again.Done, "a delivery after the success is skipped")
+	require.True(t, again.AppliedBefore, "a delivery after the success is skipped")
 }
 
 func TestLeaderboardRebuiltFromMySQLAfterRedisLosesIt(t *testing.T) {
