@@ -78,7 +78,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/rabbitadmin": {"topology"},
 		"internal/billing":     {"store"},
 		"internal/dlq":         {"internal/messaging", "store", "topology"},
-		"internal/relay":       {"internal/messaging", "store", "topology"},
+		"internal/relay":       {"internal/messaging", "internal/testsignal", "store", "topology"},
 		"handlers":             {"game", "order", "internal/mail", "internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
 		"internal/httpapi": {"game", "order", "internal/billing", "internal/correlation", "internal/images", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit",
 			"store", "store/keys", "topology"},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/testsignal"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"
@@ -63,6 +64,16 @@ type Relay struct {
 	nonce  atomic.Uint64
 	m      *Metrics
 	log    *slog.Logger
+
+	polled testsignal.Signal[poll] // a table was polled: for tests, off otherwise
+}
+
+// poll is what one batch of a running relay found, and how long it waits
+// before the next (0: it goes on at once).
+type poll struct {
+	Table   string
+	Claimed int
+	Wait    time.Duration
 }
 
 // New returns a relay of every table in store.OutboxTables. tp resolves an
@@ -260,12 +271,14 @@ func (r *Relay) loop(ctx context.Context, t *table) {
 		case err != nil:
 			wait = r.cfg.Interval
 		case res.Claimed == r.cfg.BatchSize:
+			r.polled.Send(poll{Table: t.name, Claimed: res.Claimed})
 			continue
 		case res.Claimed > 0:
 			wait = min(activePoll, r.cfg.Interval)
 		default:
 			wait = min(max(2*wait, activePoll), r.cfg.Interval)
 		}
+		r.polled.Send(poll{Table: t.name, Claimed: res.Claimed, Wait: wait})
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
