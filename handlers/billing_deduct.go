@@ -30,23 +30,23 @@ type BalanceSettler interface {
 	Resettle(ctx context.Context, e store.SettleEntry) (store.ResettleResult, error)
 }
 
-// BillingDeduct persists a Redis-side deduction to MySQL exactly once
+// Deductor persists a Redis-side deduction to MySQL exactly once
 // (doc/money.md): the ledger row keyed by the deduction id and the balance
 // decrement commit together; then the deduction's pending entry is removed
 // (or, after a Redis loss took it, the balance is settled).
-type BillingDeduct struct {
+type Deductor struct {
 	ledger  Ledger
 	balance BalanceSettler
 	log     *slog.Logger
 	now     func() time.Time
 }
 
-// NewBillingDeduct returns the agent-billing consumer.
-func NewBillingDeduct(l Ledger, b BalanceSettler, log *slog.Logger) *BillingDeduct {
+// NewDeductor returns the agent-billing consumer.
+func NewDeductor(l Ledger, b BalanceSettler, log *slog.Logger) *Deductor {
 	if l == nil || b == nil || log == nil {
-		panic("handlers: NewBillingDeduct: nil dependency") // a wiring bug stops start-up
+		panic("handlers: NewDeductor: nil dependency") // a wiring bug stops start-up
 	}
-	return &BillingDeduct{ledger: l, balance: b, log: log, now: time.Now}
+	return &Deductor{ledger: l, balance: b, log: log, now: time.Now}
 }
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
@@ -55,12 +55,12 @@ func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	if settler == nil {
 		settler = store.NewBalances(d.DB, d.Redis)
 	}
-	return messaging.Typed(NewBillingDeduct(d.Ledger, settler, log).Handle)
+	return messaging.Typed(NewDeductor(d.Ledger, settler, log).Handle)
 }
 
 // Handle applies one deduction (HandleBatch of one); the delivery, for its
 // message id, comes from ctx.
-func (h *BillingDeduct) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
+func (h *Deductor) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
 	d, _ := messaging.DeliveryFrom(ctx)
 	return h.HandleBatch(ctx, []DeductItem{{Delivery: d, Msg: m}})[0]
 }
@@ -85,7 +85,7 @@ type deduction struct {
 // one transaction, their Redis side in one pipeline, their settled marks in
 // one update, each shared with other calls in flight. Each item gets its
 // own answer: a failure of one never fails the others.
-func (h *BillingDeduct) HandleBatch(ctx context.Context, items []DeductItem) []error {
+func (h *Deductor) HandleBatch(ctx context.Context, items []DeductItem) []error {
 	errs := make([]error, len(items))
 	var todo []deduction
 	var debits []store.Debit
@@ -194,7 +194,7 @@ func (h *BillingDeduct) HandleBatch(ctx context.Context, items []DeductItem) []e
 }
 
 // warnSettled logs what settling a deduction found out of the ordinary.
-func (h *BillingDeduct) warnSettled(dd deduction, r store.SettleResult) {
+func (h *Deductor) warnSettled(dd deduction, r store.SettleResult) {
 	e := dd.entry
 	if r.Outcome == store.SettleRefunded {
 		h.log.WarnContext(dd.ctx, "request id charged again after Redis forgot it; the second charge is refunded",
@@ -208,7 +208,7 @@ func (h *BillingDeduct) warnSettled(dd deduction, r store.SettleResult) {
 
 // resettle clears or refunds a pending record of an entry settled before.
 // A failure is left to balance-sync, which finds the record when it is old.
-func (h *BillingDeduct) resettle(ctx context.Context, e store.SettleEntry) {
+func (h *Deductor) resettle(ctx context.Context, e store.SettleEntry) {
 	out, err := h.balance.Resettle(ctx, e)
 	switch {
 	case err != nil:

@@ -94,7 +94,7 @@ func (b *fakeBalance) Resettle(_ context.Context, e store.SettleEntry) (store.Re
 func TestBillingDeductAppliesOnceAndSettles(t *testing.T) {
 	t.Parallel()
 	l, b := newFakeLedger(), &fakeBalance{}
-	h := handlers.NewBillingDeduct(l, b, quiet)
+	h := handlers.NewDeductor(l, b, quiet)
 	msg := topology.AgentBillingDeduct{DeductionID: "r1", Username: "u", AmountFen: "1.5", ModelName: "m", PendingRef: "aa"}
 	require.NoError(t, h.Handle(context.Background(), msg))
 	require.NoError(t, h.Handle(context.Background(), msg), "a redelivery")
@@ -109,7 +109,7 @@ func TestBillingDeductAppliesOnceAndSettles(t *testing.T) {
 func TestBillingDeductKeysAForeignMessageByItsID(t *testing.T) {
 	t.Parallel()
 	l, b := newFakeLedger(), &fakeBalance{}
-	h := handlers.NewBillingDeduct(l, b, quiet)
+	h := handlers.NewDeductor(l, b, quiet)
 	ctx := messaging.WithDelivery(context.Background(), messaging.Delivery{MessageID: "spring-7"})
 	require.NoError(t, h.Handle(ctx, topology.AgentBillingDeduct{Username: "u", AmountFen: "2", ModelName: "m"}))
 	require.Contains(t, l.rows, [2]string{"u", "msg:spring-7"})
@@ -124,18 +124,18 @@ func TestBillingDeductRetriesOrDeadLetters(t *testing.T) {
 	msg := topology.AgentBillingDeduct{DeductionID: "r1", Username: "u", AmountFen: "1", ModelName: "m"}
 	l := newFakeLedger()
 	l.fail = errors.New("deadlock")
-	err := handlers.NewBillingDeduct(l, &fakeBalance{}, quiet).Handle(context.Background(), msg)
+	err := handlers.NewDeductor(l, &fakeBalance{}, quiet).Handle(context.Background(), msg)
 	require.Error(t, err)
 	require.False(t, messaging.IsPermanent(err), "a database failure is retried")
 
 	l = newFakeLedger()
 	l.unknown = true
-	err = handlers.NewBillingDeduct(l, &fakeBalance{}, quiet).Handle(context.Background(), msg)
+	err = handlers.NewDeductor(l, &fakeBalance{}, quiet).Handle(context.Background(), msg)
 	require.True(t, messaging.IsPermanent(err), "an unknown user goes to the DLQ")
 
 	bad := msg
 	bad.AmountFen = "-1"
-	err = handlers.NewBillingDeduct(newFakeLedger(), &fakeBalance{}, quiet).Handle(context.Background(), bad)
+	err = handlers.NewDeductor(newFakeLedger(), &fakeBalance{}, quiet).Handle(context.Background(), bad)
 	require.True(t, messaging.IsPermanent(err), "a bad amount goes to the DLQ")
 }
 
@@ -146,7 +146,7 @@ func TestBillingDeductBatchAnswersEachItem(t *testing.T) {
 	t.Parallel()
 	l, b := newFakeLedger(), &fakeBalance{}
 	l.missing = "ghost"
-	h := handlers.NewBillingDeduct(l, b, quiet)
+	h := handlers.NewDeductor(l, b, quiet)
 	item := func(id, user, amount string) handlers.DeductItem {
 		return handlers.DeductItem{Delivery: messaging.Delivery{MessageID: "m-" + id},
 			Msg: topology.AgentBillingDeduct{DeductionID: id, Username: user, AmountFen: amount, ModelName: "m"}}

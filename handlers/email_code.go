@@ -16,32 +16,32 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// EmailCode mails verification codes (doc/mail.md): it renders the scene's
+// CodeMailer mails verification codes (doc/mail.md): it renders the scene's
 // mail and sends it through the configured mailer. A message older than
 // the code's TTL is dropped with a log line: its code can no longer be
 // used. A mailer's permanent refusal (a rejected address) goes to the DLQ;
 // anything else is retried (10 s × 3 by the seed).
-type EmailCode struct {
+type CodeMailer struct {
 	mailer mail.Mailer
 	ttl    time.Duration
 	log    *slog.Logger
 	now    func() time.Time
 }
 
-// NewEmailCode returns the email consumer.
-func NewEmailCode(m mail.Mailer, log *slog.Logger) *EmailCode {
+// NewCodeMailer returns the email consumer.
+func NewCodeMailer(m mail.Mailer, log *slog.Logger) *CodeMailer {
 	if m == nil || log == nil {
-		panic("handlers: NewEmailCode: nil dependency")
+		panic("handlers: NewCodeMailer: nil dependency")
 	}
-	return &EmailCode{mailer: m, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
+	return &CodeMailer{mailer: m, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
 }
 
 func emailCodeConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewEmailCode(d.Mailer, log).Handle)
+	return messaging.Typed(NewCodeMailer(d.Mailer, log).Handle)
 }
 
 // Handle mails m's code, unless it expired.
-func (h *EmailCode) Handle(ctx context.Context, m topology.EmailCodeDispatch) error {
+func (h *CodeMailer) Handle(ctx context.Context, m topology.EmailCodeDispatch) error {
 	age := h.now().Sub(time.Unix(m.CreatedAtEpochSeconds, 0))
 	if age > h.ttl {
 		h.log.WarnContext(ctx, "email code dropped: older than the code's TTL", "scene", m.Scene, "age", age.Round(time.Second), "ttl", h.ttl)

@@ -17,7 +17,7 @@ func TestEmailCodeIsMailedUnlessExpired(t *testing.T) {
 	dir := t.TempDir()
 	m, err := mail.Open("file://"+dir+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
-	h := handlers.NewEmailCode(m, quiet)
+	h := handlers.NewCodeMailer(m, quiet)
 
 	msg := topology.EmailCodeDispatch{Email: "ann@example.com", Scene: "LOGIN", Code: "482913", CreatedAtEpochSeconds: time.Now().Unix()}
 	for range 2 { // a redelivery replaces the same file
@@ -41,7 +41,7 @@ func TestEmailCodeIsMailedUnlessExpired(t *testing.T) {
 func TestEmailCodeMailerDownIsRetried(t *testing.T) {
 	m, err := mail.Open("smtp://127.0.0.1:1?tls=none&from=no-reply%40isle.test", mail.Options{Timeout: time.Second})
 	require.NoError(t, err)
-	err = handlers.NewEmailCode(m, quiet).Handle(t.Context(),
+	err = handlers.NewCodeMailer(m, quiet).Handle(t.Context(),
 		topology.EmailCodeDispatch{Email: "ann@example.com", Scene: "REGISTER", Code: "123456", CreatedAtEpochSeconds: time.Now().Unix()})
 	require.Error(t, err)
 	require.False(t, messaging.IsPermanent(err), "a mailer that is down may come back: %v", err)

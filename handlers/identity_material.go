@@ -17,26 +17,26 @@ import (
 	"gorm.io/gorm"
 )
 
-// IdentityMaterial stores a passed verification's material in the identity
+// MaterialRecorder stores a passed verification's material in the identity
 // store and sets identity_verification.material_info_url. The object's key
 // derives from the user and the certification, so a message delivered twice
 // writes the same object twice and the same URL (the row is written once).
-type IdentityMaterial struct {
+type MaterialRecorder struct {
 	ids   *store.Identities
 	store objstore.Store
 	log   *slog.Logger
 }
 
-// NewIdentityMaterial returns the identity-material consumer.
-func NewIdentityMaterial(ids *store.Identities, s objstore.Store, log *slog.Logger) *IdentityMaterial {
+// NewMaterialRecorder returns the identity-material consumer.
+func NewMaterialRecorder(ids *store.Identities, s objstore.Store, log *slog.Logger) *MaterialRecorder {
 	if ids == nil || s == nil || log == nil {
-		panic("handlers: NewIdentityMaterial: nil dependency")
+		panic("handlers: NewMaterialRecorder: nil dependency")
 	}
-	return &IdentityMaterial{ids: ids, store: s, log: log}
+	return &MaterialRecorder{ids: ids, store: s, log: log}
 }
 
 func identityMaterialConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewIdentityMaterial(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle)
+	return messaging.Typed(NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle)
 }
 
 // MaterialKey is where a certification's material is stored: a digest of
@@ -58,7 +58,7 @@ type materialDoc struct {
 // Handle stores m's material and records its URL. A message for a
 // certification Isle does not have, or that names another user than the
 // certification's, goes to the DLQ before anything is stored.
-func (h *IdentityMaterial) Handle(ctx context.Context, m topology.IdentityMaterial) error {
+func (h *MaterialRecorder) Handle(ctx context.Context, m topology.IdentityMaterial) error {
 	row, err := h.ids.Get(ctx, m.CertifyID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

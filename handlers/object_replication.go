@@ -21,13 +21,13 @@ type Stores struct {
 	Source, Target, Identity objstore.Store
 }
 
-// ObjectReplication copies a task's object from the source store to the
+// Replicator copies a task's object from the source store to the
 // replica store (doc/objects.md): it streams it, verifies its SHA-256,
 // then marks the task done and sets the object's replica_url in one
 // transaction. A task already done is acknowledged and skipped, so a
 // message delivered twice copies once; a failed attempt leaves the task
 // failed with its error, and the message goes to the retry queue.
-type ObjectReplication struct {
+type Replicator struct {
 	db      *gorm.DB
 	source  objstore.Store
 	target  objstore.Store
@@ -36,21 +36,21 @@ type ObjectReplication struct {
 	now     func() time.Time
 }
 
-// NewObjectReplication returns the object-replication consumer; timeout
+// NewReplicator returns the object-replication consumer; timeout
 // bounds one copy (OBJECT_REPLICATION_SOURCE_FETCH_TIMEOUT_MS).
-func NewObjectReplication(db *gorm.DB, source, target objstore.Store, timeout time.Duration, log *slog.Logger) *ObjectReplication {
+func NewReplicator(db *gorm.DB, source, target objstore.Store, timeout time.Duration, log *slog.Logger) *Replicator {
 	if db == nil || source == nil || target == nil || log == nil {
-		panic("handlers: NewObjectReplication: nil dependency")
+		panic("handlers: NewReplicator: nil dependency")
 	}
-	return &ObjectReplication{db: db, source: source, target: target, timeout: timeout, log: log, now: time.Now}
+	return &Replicator{db: db, source: source, target: target, timeout: timeout, log: log, now: time.Now}
 }
 
 func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewObjectReplication(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle)
+	return messaging.Typed(NewReplicator(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle)
 }
 
 // Handle replicates the object of m's task.
-func (h *ObjectReplication) Handle(ctx context.Context, m topology.ObjectReplication) error {
+func (h *Replicator) Handle(ctx context.Context, m topology.ObjectReplication) error {
 	var task store.ReplicationTask
 	err := h.db.WithContext(ctx).Take(&task, *m.TaskID).Error
 	switch {
@@ -89,7 +89,7 @@ func (h *ObjectReplication) Handle(ctx context.Context, m topology.ObjectReplica
 }
 
 // done marks the task done and sets its object's replica URL together.
-func (h *ObjectReplication) done(ctx context.Context, task store.ReplicationTask, replica string) error {
+func (h *Replicator) done(ctx context.Context, task store.ReplicationTask, replica string) error {
 	now := h.now().UTC()
 	err := h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", task.ID, store.TaskDone).Updates(map[string]any{
@@ -108,7 +108,7 @@ func (h *ObjectReplication) done(ctx context.Context, task store.ReplicationTask
 
 // failed records a failed attempt on the task; the message's retry carries
 // on whether or not this write succeeds.
-func (h *ObjectReplication) failed(ctx context.Context, id uint64, cause error) {
+func (h *Replicator) failed(ctx context.Context, id uint64, cause error) {
 	msg := messaging.Clip(cause.Error(), 2000)
 	err := h.db.WithContext(ctx).Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", id, store.TaskDone).Updates(map[string]any{
 		"status": store.TaskFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": msg,

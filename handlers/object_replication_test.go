@@ -23,7 +23,7 @@ import (
 type replicationFixture struct {
 	db             *gorm.DB
 	source, target objstore.Store
-	h              *handlers.ObjectReplication
+	h              *handlers.Replicator
 }
 
 func newReplicationFixture(t *testing.T) *replicationFixture {
@@ -34,7 +34,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	require.NoError(t, err)
 	f.target, err = objstore.Open("file://"+t.TempDir(), objstore.Options{})
 	require.NoError(t, err)
-	f.h = handlers.NewObjectReplication(f.db, f.source, f.target, 0, quiet)
+	f.h = handlers.NewReplicator(f.db, f.source, f.target, 0, quiet)
 	return f
 }
 
@@ -143,7 +143,7 @@ func TestIdentityMaterialIsStoredAndItsURLRecorded(t *testing.T) {
 	_, err = ids.Record(t.Context(), d, store.VerificationResult{Username: "ivy", CertifyID: "c-1", Passed: true, MaterialInfo: `{"enc":1}`})
 	require.NoError(t, err)
 
-	h := handlers.NewIdentityMaterial(ids, s, quiet)
+	h := handlers.NewMaterialRecorder(ids, s, quiet)
 	m := topology.IdentityMaterial{Username: "ivy", CertifyID: "c-1", MaterialInfo: `{"enc":1}`}
 	var row, again store.IdentityVerification
 	require.NoError(t, h.Handle(context.Background(), m))

@@ -11,7 +11,7 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// PaymentNotify applies verified gateway notifications to their orders
+// NoticeApplier applies verified gateway notifications to their orders
 // (doc/payments.md, store.Orders.ApplyNotify): one transition per order, from
 // PENDING only (order.Order.Apply decides it), the benefit granted and the
 // receipt queued in the same transaction, a recharge credited to the Redis
@@ -19,28 +19,28 @@ import (
 // unknown order or another channel, or is a SUCCESS of another amount than
 // the order's (or of none) goes to the DLQ; anything else that fails is
 // retried (15 s × 5).
-type PaymentNotify struct {
+type NoticeApplier struct {
 	orders   *store.Orders
 	receipts topology.Domain
 	log      *slog.Logger
 }
 
-// NewPaymentNotify returns the notify consumer; receipts is the domain its
+// NewNoticeApplier returns the notify consumer; receipts is the domain its
 // receipt messages go to.
-func NewPaymentNotify(orders *store.Orders, receipts topology.Domain, log *slog.Logger) *PaymentNotify {
+func NewNoticeApplier(orders *store.Orders, receipts topology.Domain, log *slog.Logger) *NoticeApplier {
 	if orders == nil || log == nil || receipts.Name == "" {
-		panic("handlers: NewPaymentNotify: nil dependency")
+		panic("handlers: NewNoticeApplier: nil dependency")
 	}
-	return &PaymentNotify{orders: orders, receipts: receipts, log: log}
+	return &NoticeApplier{orders: orders, receipts: receipts, log: log}
 }
 
 func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	h := NewPaymentNotify(store.NewOrders(d.DB, d.Redis), d.domain(topology.DomainPaymentReceipt), log)
+	h := NewNoticeApplier(store.NewOrders(d.DB, d.Redis), d.domain(topology.DomainPaymentReceipt), log)
 	return messaging.Typed(h.Handle)
 }
 
 // Handle applies m.
-func (h *PaymentNotify) Handle(ctx context.Context, m topology.PaymentNotify) error {
+func (h *NoticeApplier) Handle(ctx context.Context, m topology.PaymentNotify) error {
 	d, _ := messaging.DeliveryFrom(ctx) // its trace id goes on to the receipt
 	res, err := h.orders.ApplyNotify(ctx, m, h.receipts, d.TraceID)
 	if errors.Is(err, order.ErrUnverified) || errors.Is(err, order.ErrMismatch) || errors.Is(err, store.ErrNotFound) {

@@ -14,32 +14,32 @@ import (
 	"gorm.io/gorm"
 )
 
-// PaymentReceipt mails the receipt of a paid order, once per order however
+// ReceiptMailer mails the receipt of a paid order, once per order however
 // often its message arrives (store.Orders.SendReceiptOnce). The amounts,
 // product and times come from the order row, the address from the message.
 // A message for an unknown order, one never paid, or an address the mailer
 // refuses for good goes to the DLQ; anything else is retried (15 s × 5).
-type PaymentReceipt struct {
+type ReceiptMailer struct {
 	orders   *store.Orders
 	accounts *store.Accounts
 	mailer   mail.Mailer
 	log      *slog.Logger
 }
 
-// NewPaymentReceipt returns the receipt consumer.
-func NewPaymentReceipt(db *gorm.DB, orders *store.Orders, m mail.Mailer, log *slog.Logger) *PaymentReceipt {
+// NewReceiptMailer returns the receipt consumer.
+func NewReceiptMailer(db *gorm.DB, orders *store.Orders, m mail.Mailer, log *slog.Logger) *ReceiptMailer {
 	if db == nil || orders == nil || m == nil || log == nil {
-		panic("handlers: NewPaymentReceipt: nil dependency")
+		panic("handlers: NewReceiptMailer: nil dependency")
 	}
-	return &PaymentReceipt{orders: orders, accounts: store.NewAccounts(db), mailer: m, log: log}
+	return &ReceiptMailer{orders: orders, accounts: store.NewAccounts(db), mailer: m, log: log}
 }
 
 func paymentReceiptConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewPaymentReceipt(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log).Handle)
+	return messaging.Typed(NewReceiptMailer(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log).Handle)
 }
 
 // Handle mails m's receipt unless it went out before.
-func (h *PaymentReceipt) Handle(ctx context.Context, m topology.PaymentReceiptDispatch) error {
+func (h *ReceiptMailer) Handle(ctx context.Context, m topology.PaymentReceiptDispatch) error {
 	sent, err := h.orders.SendReceiptOnce(ctx, m.OutTradeNo, func(ctx context.Context, o store.PaymentOrder) error {
 		return h.send(ctx, m.Email, o)
 	})
@@ -61,7 +61,7 @@ func (h *PaymentReceipt) Handle(ctx context.Context, m topology.PaymentReceiptDi
 	return nil
 }
 
-func (h *PaymentReceipt) send(ctx context.Context, to string, o store.PaymentOrder) error {
+func (h *ReceiptMailer) send(ctx context.Context, to string, o store.PaymentOrder) error {
 	r := mail.Receipt{Email: to, OutTradeNo: o.OutTradeNo, ProductCode: o.ProductCode, AmountFen: o.AmountFen,
 		Currency: o.Currency, Channel: o.Channel}
 	if o.TransactionID != nil {

@@ -39,7 +39,7 @@ func TestPaidOrderGetsOneReceiptWhateverTheDeliveries(t *testing.T) {
 		Channel: store.ChannelAlipay, ReceiptEmail: "pat@example.com"})
 	require.NoError(t, err)
 
-	notify := handlers.NewPaymentNotify(orders, receipts, quiet)
+	notify := handlers.NewNoticeApplier(orders, receipts, quiet)
 	paid := o.AmountFen
 	n := topology.PaymentNotify{NotifyID: "nid-1", Channel: store.ChannelAlipay, OutTradeNo: o.OutTradeNo, TransactionID: "2026120122001",
 		TradeState: store.TradeSuccess, VerifyOK: true, SuccessTime: topology.OffsetDateTime{Time: time.Now()}, AmountFen: &paid, Currency: "CNY"}
@@ -65,7 +65,7 @@ func TestPaidOrderGetsOneReceiptWhateverTheDeliveries(t *testing.T) {
 	fm, err := mail.Open("file://"+dir+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
 	mailer := &countingMailer{Mailer: fm}
-	receipt := handlers.NewPaymentReceipt(db, orders, mailer, quiet)
+	receipt := handlers.NewReceiptMailer(db, orders, mailer, quiet)
 	var failed atomic.Int32
 	for range 3 { // the relay published it more than once
 		wg.Go(func() {
@@ -97,7 +97,7 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	o, err := orders.Create(t.Context(), store.NewOrder{Username: "una", Product: store.ProductAgentRecharge, AmountFen: 100,
 		Channel: store.ChannelWechat})
 	require.NoError(t, err)
-	notify := handlers.NewPaymentNotify(orders, receipts, quiet)
+	notify := handlers.NewNoticeApplier(orders, receipts, quiet)
 
 	paid := o.AmountFen
 	n := topology.PaymentNotify{Channel: store.ChannelWechat, OutTradeNo: o.OutTradeNo, TransactionID: "42", TradeState: store.TradeSuccess,
@@ -125,7 +125,7 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	dir := t.TempDir()
 	fm, err := mail.Open("file://"+dir+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
-	receipt := handlers.NewPaymentReceipt(db, orders, fm, quiet)
+	receipt := handlers.NewReceiptMailer(db, orders, fm, quiet)
 	err = receipt.Handle(t.Context(), topology.PaymentReceiptDispatch{Email: "una@example.com", OutTradeNo: "no-such-order"})
 	require.True(t, messaging.IsPermanent(err), "%v", err)
 

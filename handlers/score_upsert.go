@@ -11,32 +11,32 @@ import (
 	"github.com/eisland/isle/topology"
 )
 
-// ScoreUpsert keeps each user's best run per game (doc/games.md,
+// ScoreKeeper keeps each user's best run per game (doc/games.md,
 // store.Scores.Upsert): MySQL keeps the maximum whatever the order of the
 // messages, the leaderboard, user-meta hash and high-score cache follow
 // it, and the consume idempotency key is set only once all of that is
 // done. A run the game's rules refuse (game.CheckScore: an unknown game, a
 // negative score or one no run of the game can make) or without a user
 // goes to the DLQ; anything else is retried (15 s × 5).
-type ScoreUpsert struct {
+type ScoreKeeper struct {
 	scores *store.Scores
 	log    *slog.Logger
 }
 
-// NewScoreUpsert returns the score consumer.
-func NewScoreUpsert(scores *store.Scores, log *slog.Logger) *ScoreUpsert {
+// NewScoreKeeper returns the score consumer.
+func NewScoreKeeper(scores *store.Scores, log *slog.Logger) *ScoreKeeper {
 	if scores == nil || log == nil {
-		panic("handlers: NewScoreUpsert: nil dependency")
+		panic("handlers: NewScoreKeeper: nil dependency")
 	}
-	return &ScoreUpsert{scores: scores, log: log}
+	return &ScoreKeeper{scores: scores, log: log}
 }
 
 func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewScoreUpsert(store.NewScores(d.DB, d.Redis), log).Handle)
+	return messaging.Typed(NewScoreKeeper(store.NewScores(d.DB, d.Redis), log).Handle)
 }
 
 // Handle applies m.
-func (h *ScoreUpsert) Handle(ctx context.Context, m topology.ScoreUpsert) error {
+func (h *ScoreKeeper) Handle(ctx context.Context, m topology.ScoreUpsert) error {
 	res, err := h.scores.Upsert(ctx, m)
 	if errors.Is(err, game.ErrScoreInvalid) {
 		return messaging.Permanent(err)

@@ -27,23 +27,23 @@ type UsageHashes interface {
 	IncrUsage(ctx context.Context, us []store.Usage) error
 }
 
-// UsageStats upserts per-model per-day deltas into agent_usage_stats and
+// UsageRecorder upserts per-model per-day deltas into agent_usage_stats and
 // HINCRBYs agent:usage:{model} (doc/money.md). The domain has no retry (the
 // 002: fire-and-forget): a failure is logged and counted by
 // messaging.RetryMiddleware, and the message acked.
-type UsageStats struct {
+type UsageRecorder struct {
 	counter UsageCounter
 	hashes  UsageHashes
 	log     *slog.Logger
 	now     func() time.Time
 }
 
-// NewUsageStats returns the agent-usage-stats consumer.
-func NewUsageStats(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageStats {
+// NewUsageRecorder returns the agent-usage-stats consumer.
+func NewUsageRecorder(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageRecorder {
 	if c == nil || h == nil || log == nil {
-		panic("handlers: NewUsageStats: nil dependency")
+		panic("handlers: NewUsageRecorder: nil dependency")
 	}
-	return &UsageStats{counter: c, hashes: h, log: log, now: time.Now}
+	return &UsageRecorder{counter: c, hashes: h, log: log, now: time.Now}
 }
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
@@ -52,12 +52,12 @@ func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	if hashes == nil {
 		hashes = store.NewUsageStats(d.DB, d.Redis)
 	}
-	return messaging.Typed(NewUsageStats(d.Usage, hashes, log).Handle)
+	return messaging.Typed(NewUsageRecorder(d.Usage, hashes, log).Handle)
 }
 
 // Handle counts one usage (HandleBatch of one); the delivery, for its
 // message id, comes from ctx.
-func (h *UsageStats) Handle(ctx context.Context, m topology.AgentUsageStats) error {
+func (h *UsageRecorder) Handle(ctx context.Context, m topology.AgentUsageStats) error {
 	d, _ := messaging.DeliveryFrom(ctx)
 	return h.HandleBatch(ctx, []UsageItem{{Delivery: d, Msg: m}})[0]
 }
@@ -72,7 +72,7 @@ type UsageItem struct {
 // HandleBatch counts a batch of usages, on the day (UTC+8) they are
 // handled: once each in MySQL (shared transactions), then the ones counted
 // now in the Redis hashes, in one pipeline (shared too).
-func (h *UsageStats) HandleBatch(ctx context.Context, items []UsageItem) []error {
+func (h *UsageRecorder) HandleBatch(ctx context.Context, items []UsageItem) []error {
 	day := h.now().In(topology.UTC8)
 	us := make([]store.Usage, len(items))
 	for i, it := range items {

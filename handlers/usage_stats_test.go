@@ -41,7 +41,7 @@ func (u *fakeUsage) IncrUsage(_ context.Context, us []store.Usage) error {
 func TestUsageStatsCountsARequestOnce(t *testing.T) {
 	t.Parallel()
 	u := &fakeUsage{seen: map[string]bool{}}
-	h := handlers.NewUsageStats(u, u, quiet)
+	h := handlers.NewUsageRecorder(u, u, quiet)
 	msg := topology.AgentUsageStats{RequestID: "alice:r1", ModelName: "m", InputTokens: 3}
 	require.NoError(t, h.Handle(context.Background(), msg))
 	require.NoError(t, h.Handle(context.Background(), msg), "a redelivery")

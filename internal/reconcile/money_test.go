@@ -51,7 +51,7 @@ func TestMoneyInvariantsUnderFaults(t *testing.T) {
 			storetest.Wipe(rt, r)
 			r.Close()
 		}()
-		w := &money{db: m.db, r: r, svc: billing.New(m.db, r), consumer: handlers.NewBillingDeduct(directLedger{m.db}, store.NewBalances(m.db, r), discard)}
+		w := &money{db: m.db, r: r, svc: billing.New(m.db, r), consumer: handlers.NewDeductor(directLedger{m.db}, store.NewBalances(m.db, r), discard)}
 		sm := newMachine(rt, w, world.Add(1))
 		rt.Repeat(rapid.StateMachineActions(sm))
 		sm.quiesce(rt)

@@ -35,7 +35,7 @@ type money struct {
 	db       *gorm.DB
 	r        *store.Redis
 	svc      *billing.Service
-	consumer *handlers.BillingDeduct
+	consumer *handlers.Deductor
 	sync     *reconcile.BalanceSync
 }
 
@@ -66,7 +66,7 @@ func newMoney(t *testing.T) *money {
 	require.NoError(t, store.NewPrices(db, r).Set(context.Background(), store.Pricing{Model: "m", Input: dec("1000000"), Enabled: true}))
 	m := &money{
 		db: db, r: r, svc: billing.New(db, r),
-		consumer: handlers.NewBillingDeduct(directLedger{db}, store.NewBalances(db, r), discard),
+		consumer: handlers.NewDeductor(directLedger{db}, store.NewBalances(db, r), discard),
 	}
 	m.sync = newMoneySync(m, true)
 	return m
