@@ -124,7 +124,7 @@ func TestBenchShortRun(t *testing.T) {
 	require.Len(t, rep.Relay.Lag, 2)
 	for i, l := range rep.Relay.Lag {
 		require.Equal(t, i == 0, l.Default)
-		require.EqualValues(t, []float64{100, 3000}[i], l.IntervalMs)
+		require.Equal(t, []float64{100, 3000}[i], l.IntervalMs)
 		require.EqualValues(t, 2000, l.Rows)
 		require.Equal(t, l.Rows, l.Delivered, "every row's message delivered")
 		require.Positive(t, l.P50ms)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"net"
@@ -140,7 +139,7 @@ func refused(t *testing.T, conn *amqp.Connection, what string, op func(*amqp.Cha
 		}
 	}
 	var ae *amqp.Error
-	require.True(t, errors.As(err, &ae), "%s: %v", what, err)
+	require.ErrorAs(t, err, &ae, "%s: %v", what, err)
 	require.Equal(t, amqp.AccessRefused, ae.Code, "%s: %v", what, err)
 }
 

@@ -57,6 +57,8 @@ func (d *deps) addr(name string) string { return d.proxies[name].Listen }
 func (d *deps) down(name string) { d.proxies[name].Stop() }
 
 func (d *deps) up(t *testing.T, name string) {
+	t.Helper()
+
 	for range 50 { // the port may still be in TIME_WAIT for a moment
 		if err := d.proxies[name].Start(); err == nil || strings.Contains(err.Error(), "already started") {
 			return
@@ -68,6 +70,8 @@ func (d *deps) up(t *testing.T, name string) {
 
 // toxic adds a toxic to the service's connections (both directions).
 func (d *deps) toxic(t *testing.T, name, kind string, attrs string) {
+	t.Helper()
+
 	for _, stream := range []string{"downstream", "upstream"} {
 		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, kind+"-"+stream, kind, stream, attrs)
 		_, err := d.proxies[name].Toxics.AddToxicJson(strings.NewReader(js))

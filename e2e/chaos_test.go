@@ -579,10 +579,10 @@ func (k chaosCheck) codes(distinct map[string]int) {
 			continue
 		}
 		accepted++
-		switch n := distinct[cd.email]; {
-		case n == 1:
+		switch n := distinct[cd.email]; n {
+		case 1:
 			effects++
-		case n == 0:
+		case 0:
 			c.lost++
 			t.Errorf("code for %s accepted, never mailed", cd.email)
 		default:

@@ -31,7 +31,7 @@ func TestBinariesStartAndStopCleanly(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &fields), "structured: %s", line)
 			require.Equal(t, tc.bin, fields["bin"])
 			require.Equal(t, "INFO", fields["level"])
-			err, took := p.stop(t, 15*time.Second)
+			took, err := p.stop(t, 15*time.Second)
 			require.NoError(t, err)
 			require.Less(t, took, 10*time.Second)
 		})

@@ -126,7 +126,7 @@ func start(t *testing.T, e fleetEnv, name string, args ...string) *proc {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-p.done
+			<-p.done //nolint:errcheck // killed: its exit error says only that
 		}
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, p.output())
@@ -170,17 +170,17 @@ func (p *proc) waitFor(t *testing.T, timeout time.Duration, want ...string) stri
 }
 
 // stop sends SIGTERM and returns the exit error and how long the exit took.
-func (p *proc) stop(t *testing.T, timeout time.Duration) (error, time.Duration) {
+func (p *proc) stop(t *testing.T, timeout time.Duration) (time.Duration, error) {
 	t.Helper()
 	began := time.Now()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-p.done:
-		return err, time.Since(began)
+		return time.Since(began), err
 	case <-time.After(timeout):
 		t.Fatalf("no exit within %s of SIGTERM:\n%s", timeout, p.output())
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // islectl runs the CLI to completion.

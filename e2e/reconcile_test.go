@@ -87,7 +87,7 @@ func TestTwoReconcilersRunEachJobOnce(t *testing.T) {
 		}
 	}
 	for _, p := range []*proc{a, b} {
-		err, _ := p.stop(t, 20*time.Second)
+		_, err := p.stop(t, 20*time.Second)
 		require.NoError(t, err)
 	}
 }

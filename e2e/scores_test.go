@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"testing"
 	"time"
 
@@ -134,7 +135,7 @@ func TestEqualScoresRankByWhoAchievedThemFirstThroughTheWorker(t *testing.T) {
 	}
 	c, k := f.rdb.Client(keys.DBMiniGame), f.rdb.Keys()
 	require.Eventually(t, func() bool { // the last sync may trail the row
-		members := c.ZRevRange(t.Context(), k.Key(keys.Leaderboard, "snake"), 0, -1).Val()
+		members := c.ZRangeArgs(t.Context(), redis.ZRangeArgs{Key: k.Key(keys.Leaderboard, "snake"), Start: 0, Stop: -1, Rev: true}).Val()
 		return fmt.Sprint(members) == "[2 9 10 100]"
 	}, 30*time.Second, 50*time.Millisecond, "the consumer's board")
 	require.Equal(t, want, read())

@@ -130,7 +130,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 	f.waitInsertBlocked(t)
 
 	require.NoError(t, w.cmd.Process.Kill())
-	<-w.done
+	<-w.done //nolint:errcheck // killed: its exit error says only that
 	// The delivery was never acked, so the broker requeues it. (The insert the
 	// worker sent may still complete once the lock is gone: that is the crash
 	// between the database write and the ack, which the dedup key absorbs.)
@@ -142,7 +142,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 	w2.waitFor(t, 30*time.Second, "worker started")
 	require.Eventually(t, func() bool { return f.rows(t) == 1 && f.depth(t) == 0 }, 20*time.Second, 50*time.Millisecond,
 		"not processed after restart")
-	err, _ := w2.stop(t, 20*time.Second)
+	_, err := w2.stop(t, 20*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, 1, f.rows(t))
 }
@@ -163,7 +163,7 @@ func TestSIGTERMDrainsInFlightMessages(t *testing.T) {
 		time.Sleep(time.Second) // release the handler after shutdown began
 		unlock()
 	}()
-	err, took := w.stop(t, 20*time.Second)
+	took, err := w.stop(t, 20*time.Second)
 	require.NoError(t, err)
 	require.Less(t, took, 10*time.Second)
 	require.Contains(t, w.output(), "draining")
@@ -188,7 +188,7 @@ func TestSIGTERMPastTheTimeoutRequeues(t *testing.T) {
 	w.waitFor(t, 30*time.Second, "worker started")
 	f.publishDead(t, 2)
 	f.waitInsertBlocked(t)
-	err, took := w.stop(t, 20*time.Second)
+	took, err := w.stop(t, 20*time.Second)
 	require.NoError(t, err)
 	require.Less(t, took, 8*time.Second)
 	require.Contains(t, w.output(), "shutdown timeout passed")
@@ -258,7 +258,7 @@ func TestDLQReplay(t *testing.T) {
 	require.Equal(t, "dead-0", d.MessageId)
 	require.NotContains(t, d.Headers, f.email.RetryHeader, "the retry count is reset")
 	require.EqualValues(t, 1, d.Headers["x-replay-count"])
-	require.True(t, strings.Contains(string(d.Body), "u0@example.com"))
+	require.Contains(t, string(d.Body), "u0@example.com")
 	require.Zero(t, storetest.QueueDepth(t, f.conn, f.email.Queue), "published once")
 
 	out, code = islectl(t, f.env, "dlq", "replay", "email/1", "-force")

@@ -1,7 +1,6 @@
 package game_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -31,7 +30,7 @@ func TestTopologyBoundsAScoreByTheseWidths(t *testing.T) {
 		require.NoError(t, m.Validate(), "%s at %d characters", c.field, c.width)
 		c.set(&m, strings.Repeat("v", c.width+1))
 		var fe *topology.FieldError
-		require.True(t, errors.As(m.Validate(), &fe), "%s at %d characters", c.field, c.width+1)
+		require.ErrorAs(t, m.Validate(), &fe, "%s at %d characters", c.field, c.width+1)
 		require.Equal(t, c.field, fe.Field)
 	}
 }

@@ -174,7 +174,10 @@ func newSpringFleet(t *testing.T) *springFleet {
 		once.Do(func() {
 			_ = router.Close()
 			select {
-			case <-done:
+			case err := <-done:
+				if err != nil {
+					t.Errorf("router: %v", err)
+				}
 			case <-time.After(time.Minute):
 				t.Errorf("router did not stop")
 			}

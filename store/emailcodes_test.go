@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 func limited(t *testing.T, err error) *store.ErrCodeLimited {
 	t.Helper()
 	var l *store.ErrCodeLimited
-	require.True(t, errors.As(err, &l), "want a limit, got %v", err)
+	require.ErrorAs(t, err, &l, "want a limit, got %v", err)
 	return l
 }
 

@@ -22,7 +22,7 @@ func newOrders(t *testing.T) (*store.Orders, *gorm.DB, *store.Redis) {
 func activeOrder(t *testing.T, err error) *store.ErrActiveOrder {
 	t.Helper()
 	var a *store.ErrActiveOrder
-	require.True(t, errors.As(err, &a), "want an active order, got %v", err)
+	require.ErrorAs(t, err, &a, "want an active order, got %v", err)
 	return a
 }
 

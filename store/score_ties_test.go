@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -100,7 +101,7 @@ func TestBoardRanksEqualScoresByWhoAchievedThemFirst(t *testing.T) {
 		require.NoError(t, err)
 	}
 	zset := func() []string {
-		members, err := r.Client(keys.DBMiniGame).ZRevRange(ctx, r.Keys().Key(keys.Leaderboard, "snake"), 0, -1).Result()
+		members, err := r.Client(keys.DBMiniGame).ZRangeArgs(ctx, redis.ZRangeArgs{Key: r.Keys().Key(keys.Leaderboard, "snake"), Start: 0, Stop: -1, Rev: true}).Result()
 		require.NoError(t, err)
 		return members
 	}

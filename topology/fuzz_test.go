@@ -21,6 +21,8 @@ func fuzzDecode[T any, PT interface {
 	*T
 	topology.Message
 }](f *testing.F, seeds ...string) {
+	f.Helper()
+
 	for _, s := range append(seeds, malformedSeeds...) {
 		f.Add([]byte(s))
 	}

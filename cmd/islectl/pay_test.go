@@ -58,15 +58,15 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.URL.Path == "/v1/payments/notify/alipay" && ok:
-		io.WriteString(w, "success")
+		_, _ = io.WriteString(w, "success")
 	case r.URL.Path == "/v1/payments/notify/alipay":
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "fail")
+		_, _ = io.WriteString(w, "fail")
 	case ok:
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.WriteHeader(http.StatusUnauthorized)
-		io.WriteString(w, `{"code":"FAIL","message":"refused"}`)
+		_, _ = io.WriteString(w, `{"code":"FAIL","message":"refused"}`)
 	}
 }
 
@@ -172,7 +172,7 @@ func TestPaySimulateFailsWhenRefused(t *testing.T) {
 
 	out, err := b.simulate(t, "-order", b.alipay.OutTradeNo, "-amount", "4999")
 	require.ErrorContains(t, err, "the API did not accept the callback (HTTP 400)")
-	require.False(t, errors.Is(err, errUsage))
+	require.NotErrorIs(t, err, errUsage)
 	require.Contains(t, out, "49.99 yuan")
 	require.Contains(t, out, "note: the callback differs from the order")
 	require.Contains(t, out, "HTTP 400 Bad Request\nfail\n")

@@ -163,8 +163,14 @@ func TestPayKeysVerifyTheSimulatedCallbacks(t *testing.T) {
 		verify func(*testing.T, callback) (paynotify.Notice, error)
 		state  string
 	}{
-		{alipayCallback, func(t *testing.T, cb callback) (paynotify.Notice, error) { return verifyAlipay(t, alipay, cb) }, paynotify.AlipayTradeClosed},
-		{wechatCallback, func(t *testing.T, cb callback) (paynotify.Notice, error) { return verifyWechat(t, wechat, cb) }, "CLOSED"},
+		{alipayCallback, func(t *testing.T, cb callback) (paynotify.Notice, error) {
+			t.Helper()
+			return verifyAlipay(t, alipay, cb)
+		}, paynotify.AlipayTradeClosed},
+		{wechatCallback, func(t *testing.T, cb callback) (paynotify.Notice, error) {
+			t.Helper()
+			return verifyWechat(t, wechat, cb)
+		}, "CLOSED"},
 	} {
 		p.State, p.NotifyID, p.TransactionID = c.state, "replayed-1", "T-1"
 		cb, err := c.build(k, p, time.Now())

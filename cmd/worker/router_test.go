@@ -72,6 +72,8 @@ func TestRouterHandlesEveryQueueOnce(t *testing.T) {
 }
 
 func fileStore(t *testing.T) objstore.Store {
+	t.Helper()
+
 	s, err := objstore.Open("file://"+t.TempDir(), objstore.Options{})
 	require.NoError(t, err)
 	return s

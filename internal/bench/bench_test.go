@@ -113,6 +113,8 @@ func TestConsumerReportShowsBothSubscribers(t *testing.T) {
 
 // rusageCPU is the user and system time of this process by getrusage.
 func rusageCPU(t *testing.T) time.Duration {
+	t.Helper()
+
 	var ru syscall.Rusage
 	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

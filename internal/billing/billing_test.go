@@ -46,7 +46,7 @@ func TestCostAtTheBounds(t *testing.T) {
 	fen, micro, err := billing.Cost(store.Pricing{Input: top, CachedInput: top, Output: top, Reasoning: top}, most)
 	require.NoError(t, err)
 	require.Equal(t, "85899345880.00000000", fen.StringFixed(8))
-	require.EqualValues(t, int64(8589934588000000000), micro)
+	require.Equal(t, int64(8589934588000000000), micro)
 
 	huge := dec("100000000")
 	_, _, err = billing.Cost(store.Pricing{Model: "huge", Input: huge, Output: huge}, billing.Tokens{Input: math.MaxInt32, Output: math.MaxInt32})
@@ -54,7 +54,7 @@ func TestCostAtTheBounds(t *testing.T) {
 	// The last micro-fen an int64 holds is a cost; one more is not.
 	_, micro, err = billing.Cost(store.Pricing{Input: dec("92233720368.54775807")}, billing.Tokens{Input: 1000000})
 	require.NoError(t, err)
-	require.EqualValues(t, int64(math.MaxInt64), micro)
+	require.Equal(t, int64(math.MaxInt64), micro)
 	_, _, err = billing.Cost(store.Pricing{Input: dec("92233720368.54775808")}, billing.Tokens{Input: 1000000})
 	require.ErrorIs(t, err, billing.ErrCostTooLarge)
 }

@@ -122,20 +122,33 @@ func TestReplayWithoutTheCSRFTokenChangesNothing(t *testing.T) {
 	other := setup(t, options{})
 	otherToken := other.csrf(t, "/admin/dead")
 	for name, try := range map[string]func(t *testing.T) (int, string){
-		"no token": func(t *testing.T) (int, string) { return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}}) },
+		"no token": func(t *testing.T) (int, string) {
+			t.Helper()
+			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}})
+		},
 		"empty token": func(t *testing.T) (int, string) {
+			t.Helper()
+
 			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}, "csrf": {""}})
 		},
 		"forged token": func(t *testing.T) (int, string) {
+			t.Helper()
+
 			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}, "csrf": {strings.Repeat("A", 43)}})
 		},
 		"other console": func(t *testing.T) (int, string) {
+			t.Helper()
+
 			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}, "csrf": {otherToken}})
 		},
 		"other operator": func(t *testing.T) (int, string) {
+			t.Helper()
+
 			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}, "csrf": {token}}, "X-Test-Operator", "mallory")
 		},
 		"other site": func(t *testing.T) (int, string) {
+			t.Helper()
+
 			return b.post(t, "/admin/dead/replay", url.Values{"ref": {ref}, "csrf": {token}}, "Origin", "https://evil.example")
 		},
 	} {

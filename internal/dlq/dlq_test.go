@@ -108,7 +108,9 @@ func runMainAndDLQ(t *testing.T, dom topology.Domain, pub *messaging.Publisher, 
 	go func() { done <- r.Run(context.Background()) }()
 	stop = sync.OnceFunc(func() {
 		_ = r.Close()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("router: %v", err)
+		}
 		_ = sub.Close()
 	})
 	t.Cleanup(stop)

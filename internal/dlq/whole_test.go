@@ -95,7 +95,7 @@ func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
 	require.NoError(t, b.pub.Send(ctx, messaging.Outgoing{RoutingKey: b.dom.RoutingKey, Body: []byte(body),
 		MessageID: "big-1", TypeID: b.dom.TypeID, Headers: map[string]string{"x-big": header}}))
 	first := b.next(t)
-	require.Equal(t, len(body), len(first.Body))
+	require.Len(t, first.Body, len(body))
 
 	dead := dlq.NewStore(b.db, b.tp)
 	var entries []dlq.Entry
@@ -110,7 +110,7 @@ func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
 	require.EqualValues(t, len(got.Body), entries[0].BodyBytes)
 	entry, err := dead.Get(ctx, entries[0].Ref)
 	require.NoError(t, err)
-	require.Equal(t, len(got.Body), len(entry.Body), "stored body bytes")
+	require.Len(t, entry.Body, len(got.Body), "stored body bytes")
 	require.True(t, bytes.Equal(got.Body, entry.Body), "the stored body differs from the dead one")
 
 	b.healthy.Store(true)
@@ -118,9 +118,9 @@ func TestReplayRepublishesA70KBHeaderAnd17MBBodyWhole(t *testing.T) {
 	replayed := b.next(t)
 	require.Equal(t, "big-1", replayed.MessageID)
 	require.Equal(t, "1", replayed.Headers[messaging.HeaderReplay])
-	require.Equal(t, len(header), len(replayed.Headers["x-big"]), "replayed header bytes")
-	require.True(t, header == replayed.Headers["x-big"], "the replayed header differs")
-	require.Equal(t, len(got.Body), len(replayed.Body), "replayed body bytes")
+	require.Len(t, replayed.Headers["x-big"], len(header), "replayed header bytes")
+	require.Equal(t, header, replayed.Headers["x-big"], "the replayed header differs")
+	require.Len(t, replayed.Body, len(got.Body), "replayed body bytes")
 	require.True(t, bytes.Equal(got.Body, replayed.Body), "the replayed body differs from the dead one")
 	t.Logf("header %d bytes, dead body %d bytes, stored %d, replayed %d (header %d)",
 		len(header), len(got.Body), len(entry.Body), len(replayed.Body), len(replayed.Headers["x-big"]))

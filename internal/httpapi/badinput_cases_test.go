@@ -78,6 +78,8 @@ func (f *badFixture) forged(t *testing.T) map[string]string {
 }
 
 func (f *badFixture) badPlatform(t *testing.T) []badRequest {
+	t.Helper()
+
 	out := []badRequest{
 		{name: "unknown route", req: f.jsonReq(t, http.MethodGet, "/v1/nope", f.ann, ""), status: 404, code: c404},
 		{name: "POST to healthz", req: f.jsonReq(t, http.MethodPost, "/healthz", "", `{}`), status: 405, code: c405},
@@ -97,6 +99,8 @@ func (f *badFixture) badPlatform(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badEmailCodes(t *testing.T) []badRequest {
+	t.Helper()
+
 	const send, verify = "/v1/auth/email-codes", "/v1/auth/email-codes/verify"
 	issued := f.b.takeCode(t).Code // ann@example.com, LOGIN, issued by the fixture
 	wrong := "000000"
@@ -133,6 +137,8 @@ func (f *badFixture) badEmailCodes(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badAgent(t *testing.T) []badRequest {
+	t.Helper()
+
 	const usage, balance = "/v1/agent/usage", "/v1/agent/balance"
 	req := func(body string) *http.Request { return f.jsonReq(t, http.MethodPost, usage, f.svc, body) }
 	return []badRequest{
@@ -168,6 +174,8 @@ func (f *badFixture) badAgent(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badObjects(t *testing.T) []badRequest {
+	t.Helper()
+
 	n := 0
 	// upload sends a file; each goes as a user of its own: the upload
 	// limits (5 wallpapers an hour per user) are not what is tested here.
@@ -228,6 +236,8 @@ func (f *badFixture) badObjects(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badOrders(t *testing.T) []badRequest {
+	t.Helper()
+
 	const orders = "/v1/payments/orders"
 	req := func(body string) *http.Request { return f.jsonReq(t, http.MethodPost, orders, f.bob, body) }
 	get := func(no, token string) *http.Request { return f.jsonReq(t, http.MethodGet, orders+"/"+no, token, "") }
@@ -274,6 +284,8 @@ func (f *badFixture) alipay(t *testing.T, form url.Values, key *rsa.PrivateKey, 
 }
 
 func (f *badFixture) badAlipay(t *testing.T) []badRequest {
+	t.Helper()
+
 	ours := payKeys(t).keys.AlipayPrivate
 	paid := func() url.Values { return alipayNotice(f.annOrder, "TRADE_SUCCESS", "50.00") }
 	with := func(k, v string) url.Values { form := paid(); form.Set(k, v); return form }
@@ -345,6 +357,8 @@ func (f *badFixture) wechat(t *testing.T, body []byte, at time.Time, sig func(st
 }
 
 func (f *badFixture) badWechat(t *testing.T) []badRequest {
+	t.Helper()
+
 	k := payKeys(t).keys
 	good := wechatEvent(t, wechatTx(f.wendyOrder), k.APIv3Key)
 	tx := func(change func(map[string]any)) []byte {
@@ -400,6 +414,8 @@ func (f *badFixture) badWechat(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badIdentity(t *testing.T) []badRequest {
+	t.Helper()
+
 	path := func(certifyID string) string { return "/v1/identity/verifications/" + certifyID + "/result" }
 	req := func(certifyID, body string) *http.Request {
 		return f.jsonReq(t, http.MethodPost, path(certifyID), f.svc, body)
@@ -427,6 +443,8 @@ func (f *badFixture) badIdentity(t *testing.T) []badRequest {
 }
 
 func (f *badFixture) badGames(t *testing.T) []badRequest {
+	t.Helper()
+
 	score := func(body string) *http.Request {
 		return f.jsonReq(t, http.MethodPost, "/v1/games/2048/scores", f.ann, body)
 	}
@@ -485,6 +503,8 @@ func (f *badFixture) badGames(t *testing.T) []badRequest {
 // actions to anyone but an admin, and the wrong methods of its login and
 // logout.
 func (f *badFixture) badConsole(t *testing.T) []badRequest {
+	t.Helper()
+
 	forged := f.forged(t)["token signed by another"]
 	return []badRequest{
 		{name: "console: DELETE login", req: f.jsonReq(t, http.MethodDelete, "/admin/login", "", ""), status: 405, code: c405},

@@ -72,6 +72,7 @@ func TestConsoleIsServedToAdminsOnly(t *testing.T) {
 		require.Contains(t, body, "role user may not call this endpoint")
 		resp, body = send(t, method, h.URL+"/admin/dead", "", "Cookie", httpapi.AdminCookie+"="+user)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, method)
+		require.Contains(t, body, "role user may not call this endpoint")
 		resp, body = send(t, method, h.URL+"/admin/dead", "", "Authorization", "Bearer "+admin)
 		require.Equal(t, http.StatusOK, resp.StatusCode, method)
 		require.Equal(t, method+" /admin/dead as root", body)

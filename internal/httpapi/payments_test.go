@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -84,16 +85,15 @@ func TestOrderConcurrentCreatesGiveOne201(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	cat := b.token(t, "cat", httpapi.RoleUser)
-	statuses := make([]int, 10)
+	statuses, errs := make([]int, 10), make([]error, 10)
 	var wg sync.WaitGroup
 	for i := range statuses {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			statuses[i], _, _ = b.do(t, http.MethodPost, "/v1/payments/orders", cat, `{"product":"pro-month","amountFen":1500,"channel":"ALIPAY"}`)
-		}()
+		wg.Go(func() {
+			statuses[i], errs[i] = b.status(http.MethodPost, "/v1/payments/orders", cat, `{"product":"pro-month","amountFen":1500,"channel":"ALIPAY"}`)
+		})
 	}
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	created := 0
 	for _, s := range statuses {
 		switch s {

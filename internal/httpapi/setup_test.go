@@ -63,7 +63,7 @@ func setup(t *testing.T, o options) *testBundle {
 	_, prefix := storetest.AMQP(t)
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
-	var out io.Writer = io.Discard
+	var out = io.Discard
 	if o.logOut != nil {
 		out = o.logOut
 	}
@@ -143,6 +143,25 @@ func (b *testBundle) do(t *testing.T, method, path, token, body string, headers 
 		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
 	}
 	return resp.StatusCode, resp.Header, out
+}
+
+// status sends a request with a JSON body and returns the answer's status,
+// or the error that kept it from coming: for goroutines, where do's
+// assertions may not stop the test.
+func (b *testBundle) status(method, path, token, body string) (int, error) {
+	req, err := http.NewRequestWithContext(context.Background(), method, b.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
 }
 
 // errorCode returns the error model's code, failing when the body is not one.

@@ -93,6 +93,8 @@ func TestWatermillReconnect(t *testing.T) {
 
 // restart stops and starts the RabbitMQ application of this machine.
 func restart(t *testing.T) {
+	t.Helper()
+
 	out, err := exec.Command("sh", "-c", "rabbitmqctl stop_app && sleep 1 && rabbitmqctl start_app").CombinedOutput()
 	if err != nil {
 		t.Errorf("restarting RabbitMQ: %v: %s", err, out)

@@ -65,6 +65,8 @@ type conformance struct {
 }
 
 func newConformance(t *testing.T) *conformance {
+	t.Helper()
+
 	conn, prefix := storetest.AMQP(t)
 	tp, err := topology.New(topology.Config{Prefix: prefix})
 	require.NoError(t, err)
@@ -92,6 +94,8 @@ func newConformance(t *testing.T) *conformance {
 // (the suite closes them), and the shared Publisher sending to the default
 // exchange, which routes to the queue named by the topic.
 func (c *conformance) pubSub(t *testing.T) (message.Publisher, message.Subscriber) {
+	t.Helper()
+
 	sub, err := NewSubscriber(SubscriberConfig{
 		URL: storetest.AMQPURL(), Name: "isle-conformance", ShutdownTimeout: 2 * time.Second,
 		Initialize: c.declare,

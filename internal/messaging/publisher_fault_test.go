@@ -42,6 +42,8 @@ type load struct {
 }
 
 func startLoad(t *testing.T, pub *messaging.Publisher, routingKey string, n int) *load {
+	t.Helper()
+
 	l := &load{confirmed: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -155,7 +157,7 @@ func TestCloseDuringOutageNeverPanics(t *testing.T) {
 	reconnectFailed := pub.ReconnectFailed()
 	reconnectFailed.Init()
 	proxy.Down()
-	reconnectFailed.Wait(t) // the outage is seen; the 8 publishers wait for a channel
+	require.Error(t, reconnectFailed.Wait(t)) // the outage is seen; the 8 publishers wait for a channel
 
 	closed := make(chan any, 1)
 	go func() {
@@ -200,7 +202,7 @@ func TestReadinessFollowsThePublishersConnection(t *testing.T) {
 	require.Eventually(t, func() bool { return ping() != nil }, 5*time.Second, poll, "readiness stayed green with the connection down")
 	t.Logf("readiness failed %v after the connection went down: %v", time.Since(down).Round(time.Millisecond), ping())
 	for attempt := range 3 {
-		reconnectFailed.Wait(t)
+		require.Error(t, reconnectFailed.Wait(t))
 		require.Error(t, ping(), "readiness passed while the broker was unreachable, after %d failed reconnects", attempt+1)
 	}
 
@@ -233,7 +235,7 @@ func TestPublisherLeavesNoGoroutinesAfterClose(t *testing.T) {
 	reconnectFailed := pub.ReconnectFailed()
 	reconnectFailed.Init()
 	proxy.Down()
-	reconnectFailed.Wait(t) // Close comes while the link tries to reconnect
+	require.Error(t, reconnectFailed.Wait(t)) // Close comes while the link tries to reconnect
 	require.NoError(t, pub.Close())
 	l.stop()
 	proxy.Up()

@@ -222,6 +222,8 @@ func TestCancelledConsumerHandsNoPhantomAndResumes(t *testing.T) {
 // batcherWaiters counts the goroutines of t's handlers that wait for their
 // answer from a groupcommit batcher: a call waits only once it is queued.
 func batcherWaiters(t *testing.T) int {
+	t.Helper()
+
 	var stacks string
 	for size := 1 << 20; stacks == ""; size *= 2 {
 		buf := make([]byte, size)

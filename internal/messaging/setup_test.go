@@ -40,6 +40,8 @@ type testBundle struct {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -78,6 +78,8 @@ func (s *subTest) depth(queue string) int { return storetest.QueueDepth(s.t, s.c
 
 // viaProxy is the broker's URL through p.
 func viaProxy(t *testing.T, p *storetest.Proxy) string {
+	t.Helper()
+
 	u, err := url.Parse(storetest.AMQPURL())
 	require.NoError(t, err)
 	u.Host = p.Addr()
@@ -85,6 +87,8 @@ func viaProxy(t *testing.T, p *storetest.Proxy) string {
 }
 
 func brokerAddr(t *testing.T) string {
+	t.Helper()
+
 	u, err := url.Parse(storetest.AMQPURL())
 	require.NoError(t, err)
 	return u.Host

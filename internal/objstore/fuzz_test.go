@@ -13,6 +13,8 @@ import (
 // fuzzStores are a directory store and an S3 store (opened without I/O),
 // as the replication consumer holds its source and replica stores.
 func fuzzStores(f *testing.F) (dir objstore.Store, root string, s3 objstore.Store) {
+	f.Helper()
+
 	root = f.TempDir()
 	dir, err := objstore.Open("file://"+root, objstore.Options{})
 	if err != nil {

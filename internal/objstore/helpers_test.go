@@ -180,10 +180,14 @@ type backend struct {
 
 var backends = []backend{
 	{name: "dir", open: func(t *testing.T, opts objstore.Options) (objstore.Store, func(*testing.T) []string) {
+		t.Helper()
+
 		f := newDir(t, opts)
 		return f.store, f.contents
 	}},
 	{name: "s3", keepsCT: true, partSize: objstore.PartSizeDefault, open: func(t *testing.T, opts objstore.Options) (objstore.Store, func(*testing.T) []string) {
+		t.Helper()
+
 		f := newS3(t, opts)
 		return f.store, f.contents
 	}},

@@ -28,8 +28,14 @@ func TestStreamBoundedMemory(t *testing.T) {
 		open  func(t *testing.T) objstore.Store
 		bound uint64
 	}{
-		{"dir", func(t *testing.T) objstore.Store { return newDir(t, objstore.Options{MaxSize: size}).store }, 8 << 20},
-		{"s3", func(t *testing.T) objstore.Store { return fakeS3Process(t, objstore.Options{MaxSize: size}).store }, 40 << 20},
+		{"dir", func(t *testing.T) objstore.Store {
+			t.Helper()
+			return newDir(t, objstore.Options{MaxSize: size}).store
+		}, 8 << 20},
+		{"s3", func(t *testing.T) objstore.Store {
+			t.Helper()
+			return fakeS3Process(t, objstore.Options{MaxSize: size}).store
+		}, 40 << 20},
 	}
 	for _, c := range cases {
 		for _, known := range []bool{false, true} {

@@ -135,8 +135,9 @@ func TestMarkIsFencedByTheClaim(t *testing.T) {
 	slow := &blockingSender{entered: make(chan struct{}, 1), release: make(chan struct{}), pub: b.pub}
 	lease := 300 * time.Millisecond
 	done := make(chan relay.Result, 1)
+	slowRelay := b.relay(t, slow, relay.Config{Owner: "slow", Lease: lease})
 	go func() {
-		res, err := b.relay(t, slow, relay.Config{Owner: "slow", Lease: lease}).RunOnce(ctx)
+		res, err := slowRelay.RunOnce(ctx)
 		if err != nil {
 			t.Error(err)
 		}

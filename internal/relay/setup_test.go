@@ -73,6 +73,8 @@ func (b *testBundle) relay(t *testing.T, pub relay.Sender, cfg relay.Config) *re
 
 // run runs r until the test ends or stop is called.
 func run(t *testing.T, r *relay.Relay) (stop func()) {
+	t.Helper()
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()

@@ -84,7 +84,7 @@ func template(t testing.TB) string {
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('isle.storetest.template', 120)").Scan(&got); err != nil || got.Int64 != 1 {
 		t.Fatalf("storetest: template lock: %v", err)
 	}
-	defer conn.ExecContext(ctx, "SELECT RELEASE_LOCK('isle.storetest.template')")
+	defer func() { _, _ = conn.ExecContext(ctx, "SELECT RELEASE_LOCK('isle.storetest.template')") }() // or with the connection
 	sweepOnce.Do(func() { sweep(ctx, conn, name) })
 	var n int
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
@@ -146,6 +146,8 @@ func sweep(ctx context.Context, conn *sql.Conn, current string) {
 }
 
 func migrationsHash(t testing.TB) string {
+	t.Helper()
+
 	h := sha256.New()
 	files, err := fs.Glob(store.MigrationsFS(), "*.sql")
 	if err != nil {
@@ -182,6 +184,8 @@ func openServer(t testing.TB) *sql.DB {
 }
 
 func dsnFor(t testing.TB, dbName string) string {
+	t.Helper()
+
 	c, err := mysql.ParseDSN(MySQLServerDSN())
 	if err != nil {
 		t.Fatalf("storetest: %s: %v", EnvMySQL, err)

@@ -193,7 +193,7 @@ func TestDeployDocShowsTheRabbitMQUsers(t *testing.T) {
 	require.NoError(t, err)
 	for _, u := range users {
 		for _, line := range u.Rabbitmqctl("/") {
-			require.True(t, strings.Contains(string(raw), "\n"+line+"\n"), "doc/deploy.md does not show %q", line)
+			require.Contains(t, string(raw), "\n"+line+"\n", "doc/deploy.md does not show %q", line)
 		}
 	}
 }

@@ -204,6 +204,8 @@ func TestComposeSettings(t *testing.T) {
 
 // loadService runs the loader of the service's binary over its environment.
 func loadService(t *testing.T, s composeService) {
+	t.Helper()
+
 	env := maps.Clone(s.Environment)
 	if _, ok := env["API_JWT_SECRET_FILE"]; ok { // made by migrate at the first start
 		keyFile := filepath.Join(t.TempDir(), "jwt-secret")
