@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -218,11 +219,11 @@ func TestEveryBinaryWorksAsItsOwnRabbitMQUser(t *testing.T) {
 	sim["API_ADDR"] = addr
 	out, code := islectl(t, sim, "pay", "simulate", "-dir", keys, "-order", o.OutTradeNo)
 	require.Zero(t, code, out)
-	var order store.PaymentOrder
+	var paid store.PaymentOrder
 	require.Eventually(t, func() bool {
-		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&order).Error == nil && order.ReceiptSentAt != nil
+		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&paid).Error == nil && paid.ReceiptSentAt != nil
 	}, 60*time.Second, 50*time.Millisecond, "paid and receipted")
-	require.Equal(t, store.OrderPaid, order.Status)
+	require.Equal(t, order.Paid, paid.Status)
 
 	// Dead messages: the worker publishes their DLQ copies and stores them.
 	notify, _ := tp.Domain(topology.DomainPaymentNotify)

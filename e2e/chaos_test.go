@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -523,7 +524,7 @@ func (k chaosCheck) payments(sink *mailSink, distinct, deliveries map[string]int
 		if p.accepted {
 			accepted++
 		}
-		if o.Status != store.OrderPaid {
+		if o.Status != order.Paid {
 			if p.accepted {
 				c.lost++
 				t.Errorf("order %s: callback answered success, order %s", p.order, o.Status)
@@ -545,7 +546,7 @@ func (k chaosCheck) payments(sink *mailSink, distinct, deliveries map[string]int
 	for _, p := range rec.paid {
 		var o store.PaymentOrder
 		_ = db.Where("out_trade_no = ?", p.order).Take(&o).Error
-		if o.Status == store.OrderPaid {
+		if o.Status == order.Paid {
 			byPayer[p.email]++
 		}
 	}
@@ -702,19 +703,19 @@ func clipText(s string, n int) string {
 
 // explainReceipt reports, for a paid order whose receipt mail never came,
 // where the receipt stands: the order's record of it and its outbox row.
-func (c *chaosTable) explainReceipt(t *testing.T, db *gorm.DB, sink *mailSink, order string) {
+func (c *chaosTable) explainReceipt(t *testing.T, db *gorm.DB, sink *mailSink, outTradeNo string) {
 	t.Helper()
-	if sink.has("receipt-" + order) {
+	if sink.has("receipt-" + outTradeNo) {
 		return
 	}
 	var o store.PaymentOrder
-	_ = db.Where("out_trade_no = ?", order).Take(&o).Error
-	if o.Status != store.OrderPaid {
+	_ = db.Where("out_trade_no = ?", outTradeNo).Take(&o).Error
+	if o.Status != order.Paid {
 		return
 	}
 	var rows []store.OutboxMessage
-	_ = db.Where("domain = ? AND payload LIKE ?", topology.DomainPaymentReceipt, "%"+order+"%").Find(&rows).Error
-	t.Logf("no receipt mail for paid order %s: paid_at %v, receipt_sent_at %v, now %s", order, orNil(o.PaidAt), orNil(o.ReceiptSentAt), time.Now().UTC().Format(time.RFC3339Nano))
+	_ = db.Where("domain = ? AND payload LIKE ?", topology.DomainPaymentReceipt, "%"+outTradeNo+"%").Find(&rows).Error
+	t.Logf("no receipt mail for paid order %s: paid_at %v, receipt_sent_at %v, now %s", outTradeNo, orNil(o.PaidAt), orNil(o.ReceiptSentAt), time.Now().UTC().Format(time.RFC3339Nano))
 	for _, r := range rows {
 		t.Logf("  outbox %d: created %s, attempts %d, available_at %s, claimed_by %v, published_at %v, last_error %v",
 			r.ID, r.CreatedAt.Format(time.RFC3339Nano), r.Attempts, r.AvailableAt.Format(time.RFC3339Nano), orNil(r.ClaimedBy), orNil(r.PublishedAt), orNil(r.LastError))

@@ -98,7 +98,7 @@ func TestImportGraph(t *testing.T) {
 		// The bench drives a fleet from outside, as a client and an operator do.
 		"internal/bench": {"internal/httpapi", "internal/keyclean", "store", "store/keys", "topology"},
 		// islectl pay simulate signs callbacks as the gateways do (paynotify's test signers).
-		"cmd/islectl": {"cmd/internal/app", "cmd/internal/config", "internal/bench", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/paynotify",
+		"cmd/islectl": {"game", "order", "cmd/internal/app", "cmd/internal/config", "internal/bench", "internal/dlq", "internal/httpapi", "internal/messaging", "internal/paynotify",
 			"internal/rabbitadmin", "store", "store/keys", "topology"},
 		"e2e": {},
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
@@ -214,6 +215,6 @@ func TestWechatRevokedNoticeClosesItsOrderThroughTheFleet(t *testing.T) {
 	require.Contains(t, out, "HTTP 204 No Content")
 	require.Eventually(t, func() bool {
 		var got store.PaymentOrder
-		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&got).Error == nil && got.Status == store.OrderClosed
+		return db.Where("out_trade_no = ?", o.OutTradeNo).Take(&got).Error == nil && got.Status == order.Closed
 	}, 30*time.Second, 50*time.Millisecond, "the order closes")
 }

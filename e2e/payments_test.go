@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -64,7 +65,7 @@ func TestRechargePaidByCallbackIsSpendableAndReceiptedOnce(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, code, "nothing to spend yet")
 
 	rosa := f.userToken(t, "rosa")
-	no := f.payOrder(t, rosa, store.ProductAgentRecharge, store.ChannelAlipay, 5000, "rosa@example.com")
+	no := f.payOrder(t, rosa, order.ProductAgentRecharge, order.ChannelAlipay, 5000, "rosa@example.com")
 	ctl := maps.Clone(f.env)
 	ctl["API_ADDR"] = f.addr
 	simulate := func() {
@@ -77,7 +78,7 @@ func TestRechargePaidByCallbackIsSpendableAndReceiptedOnce(t *testing.T) {
 		wg.Go(simulate)
 	}
 	wg.Wait()
-	require.Eventually(t, func() bool { return f.orderStatus(t, rosa, no) == store.OrderPaid }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return f.orderStatus(t, rosa, no) == order.Paid }, 30*time.Second, 50*time.Millisecond)
 
 	code, a := f.usage(t, http.DefaultClient, "rosa", "after", 1000)
 	require.Equal(t, http.StatusOK, code, "the recharge is spendable")
@@ -111,7 +112,7 @@ func TestForgedPaymentMessagesDoNotPay(t *testing.T) {
 	t.Parallel()
 	f := newBillingFleet(t, map[string]string{"fay": "0"})
 	start(t, f.env, "worker").waitFor(t, 30*time.Second, "worker started")
-	no := f.payOrder(t, f.userToken(t, "fay"), store.ProductAgentRecharge, store.ChannelAlipay, 5000, "")
+	no := f.payOrder(t, f.userToken(t, "fay"), order.ProductAgentRecharge, order.ChannelAlipay, 5000, "")
 	d, _ := f.tp.Domain(topology.DomainPaymentNotify)
 	ch, err := f.conn.Channel()
 	require.NoError(t, err)
@@ -132,10 +133,10 @@ func TestForgedPaymentMessagesDoNotPay(t *testing.T) {
 	require.Eventually(t, func() bool { return dead() == 2 }, 30*time.Second, 50*time.Millisecond, "both dead")
 	var o store.PaymentOrder
 	require.NoError(t, f.db.Where("out_trade_no = ?", no).Take(&o).Error)
-	require.Equal(t, store.OrderPending, o.Status)
+	require.Equal(t, order.Pending, o.Status)
 
 	send(`,"amountFen":5000,"currency":"CNY"`)
 	require.Eventually(t, func() bool {
-		return f.db.Where("out_trade_no = ?", no).Take(&o).Error == nil && o.Status == store.OrderPaid
+		return f.db.Where("out_trade_no = ?", no).Take(&o).Error == nil && o.Status == order.Paid
 	}, 30*time.Second, 50*time.Millisecond, "the order's own amount pays it")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -151,11 +152,11 @@ func (f *consumerFixture) seed(t *testing.T) {
 	require.NoError(t, err)
 	f.userID = int64(u.ID)
 	orders := store.NewOrders(f.db, f.rdb)
-	f.paid, err = orders.Create(ctx, store.NewOrder{Username: "ann", Product: store.ProductAgentRecharge, AmountFen: 2500,
-		Channel: store.ChannelAlipay, ReceiptEmail: "ann@example.com"})
+	f.paid, err = orders.Create(ctx, order.New{Username: "ann", Product: order.ProductAgentRecharge, AmountFen: 2500,
+		Channel: order.ChannelAlipay, ReceiptEmail: "ann@example.com"})
 	require.NoError(t, err)
-	f.pending, err = orders.Create(ctx, store.NewOrder{Username: "wendy", Product: store.ProductAgentRecharge, AmountFen: 3000,
-		Channel: store.ChannelWechat})
+	f.pending, err = orders.Create(ctx, order.New{Username: "wendy", Product: order.ProductAgentRecharge, AmountFen: 3000,
+		Channel: order.ChannelWechat})
 	require.NoError(t, err)
 	_, err = store.NewIdentities(f.db, f.rdb).Record(ctx, f.domain(topology.DomainIdentityMaterial),
 		store.VerificationResult{Username: "ivy", CertifyID: "c-1", Passed: true, MaterialInfo: `{"enc":1}`})

@@ -12,6 +12,7 @@ import (
 	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -35,14 +36,14 @@ func TestPaidOrderGetsOneReceiptWhateverTheDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	receipts, _ := tp.Domain(topology.DomainPaymentReceipt)
 	orders := store.NewOrders(db, rdb)
-	o, err := orders.Create(t.Context(), store.NewOrder{Username: "pat", Product: store.ProductAgentRecharge, AmountFen: 2500,
-		Channel: store.ChannelAlipay, ReceiptEmail: "pat@example.com"})
+	o, err := orders.Create(t.Context(), order.New{Username: "pat", Product: order.ProductAgentRecharge, AmountFen: 2500,
+		Channel: order.ChannelAlipay, ReceiptEmail: "pat@example.com"})
 	require.NoError(t, err)
 
 	notify := handlers.NewNoticeApplier(orders, receipts, quiet)
 	paid := o.AmountFen
-	n := topology.PaymentNotify{NotifyID: "nid-1", Channel: store.ChannelAlipay, OutTradeNo: o.OutTradeNo, TransactionID: "2026120122001",
-		TradeState: store.TradeSuccess, VerifyOK: true, SuccessTime: topology.OffsetDateTime{Time: time.Now()}, AmountFen: &paid, Currency: "CNY"}
+	n := topology.PaymentNotify{NotifyID: "nid-1", Channel: order.ChannelAlipay, OutTradeNo: o.OutTradeNo, TransactionID: "2026120122001",
+		TradeState: order.TradeSuccess, VerifyOK: true, SuccessTime: topology.OffsetDateTime{Time: time.Now()}, AmountFen: &paid, Currency: "CNY"}
 	var wg sync.WaitGroup
 	for range 2 { // the gateway's callback twice at once
 		wg.Go(func() { require.NoError(t, notify.Handle(context.Background(), n)) })
@@ -50,7 +51,7 @@ func TestPaidOrderGetsOneReceiptWhateverTheDeliveries(t *testing.T) {
 	wg.Wait()
 	got, err := orders.Get(t.Context(), o.OutTradeNo)
 	require.NoError(t, err)
-	require.Equal(t, store.OrderPaid, got.Status)
+	require.Equal(t, order.Paid, got.Status)
 
 	var rows []store.OutboxMessage
 	require.NoError(t, db.Where("domain = ?", topology.DomainPaymentReceipt).Find(&rows).Error)
@@ -94,33 +95,33 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	require.NoError(t, err)
 	receipts, _ := tp.Domain(topology.DomainPaymentReceipt)
 	orders := store.NewOrders(db, rdb)
-	o, err := orders.Create(t.Context(), store.NewOrder{Username: "una", Product: store.ProductAgentRecharge, AmountFen: 100,
-		Channel: store.ChannelWechat})
+	o, err := orders.Create(t.Context(), order.New{Username: "una", Product: order.ProductAgentRecharge, AmountFen: 100,
+		Channel: order.ChannelWechat})
 	require.NoError(t, err)
 	notify := handlers.NewNoticeApplier(orders, receipts, quiet)
 
 	paid := o.AmountFen
-	n := topology.PaymentNotify{Channel: store.ChannelWechat, OutTradeNo: o.OutTradeNo, TransactionID: "42", TradeState: store.TradeSuccess,
+	n := topology.PaymentNotify{Channel: order.ChannelWechat, OutTradeNo: o.OutTradeNo, TransactionID: "42", TradeState: order.TradeSuccess,
 		AmountFen: &paid, Currency: "CNY"}
 	err = notify.Handle(t.Context(), n)
 	require.True(t, messaging.IsPermanent(err), "verifyOk=false never grants, and retrying cannot change that: %v", err)
 	n.VerifyOK, n.OutTradeNo = true, "no-such-order"
 	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
-	n.OutTradeNo, n.Channel = o.OutTradeNo, store.ChannelAlipay
+	n.OutTradeNo, n.Channel = o.OutTradeNo, order.ChannelAlipay
 	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
 	// Not what the order costs, or no amount at all (a Spring producer's
 	// message): refused for good, the order left as it was.
-	n.Channel = store.ChannelWechat
+	n.Channel = order.ChannelWechat
 	other := paid + 1
 	n.AmountFen = &other
 	require.True(t, messaging.IsPermanent(notify.Handle(t.Context(), n)))
 	n.AmountFen, n.Currency = nil, ""
 	err = notify.Handle(t.Context(), n)
 	require.True(t, messaging.IsPermanent(err), "%v", err)
-	require.ErrorIs(t, err, store.ErrNotifyMismatch)
+	require.ErrorIs(t, err, order.ErrMismatch)
 	got, err := orders.Get(t.Context(), o.OutTradeNo)
 	require.NoError(t, err)
-	require.Equal(t, store.OrderPending, got.Status)
+	require.Equal(t, order.Pending, got.Status)
 
 	dir := t.TempDir()
 	fm, err := mail.Open("file://"+dir+"?from=no-reply%40isle.test", mail.Options{})
@@ -132,7 +133,7 @@ func TestPaymentMessagesRefusedForGood(t *testing.T) {
 	// A receipt of an order never paid is refused for good, and not mailed.
 	err = receipt.Handle(t.Context(), topology.PaymentReceiptDispatch{Email: "una@example.com", OutTradeNo: o.OutTradeNo})
 	require.True(t, messaging.IsPermanent(err), "%v", err)
-	require.ErrorIs(t, err, store.ErrNotPaid)
+	require.ErrorIs(t, err, order.ErrNotPaid)
 	files, err := filepath.Glob(filepath.Join(dir, "*.eml"))
 	require.NoError(t, err)
 	require.Empty(t, files)

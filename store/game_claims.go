@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store/keys"
 )
 
@@ -30,7 +31,7 @@ const (
 // acceptance the API answers, both or neither (score_claim.lua): a session
 // takes one accepted score, and of runs submitted at once on one session
 // one wins. It returns what stood in the way with the acceptance it holds.
-func (s *Scores) ClaimRun(ctx context.Context, sess GameSession, submitID string, acceptance []byte) (first []byte, c Claim, err error) {
+func (s *Scores) ClaimRun(ctx context.Context, sess game.Session, submitID string, acceptance []byte) (first []byte, c Claim, err error) {
 	k := s.r.Keys()
 	user := strconv.FormatInt(sess.UserID, 10)
 	res, err := scoreClaimScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreSubmitOnce, submitID),
@@ -53,7 +54,7 @@ func (s *Scores) ClaimRun(ctx context.Context, sess GameSession, submitID string
 // published, so neither its submit id nor its session is used and the
 // client's retry is accepted; each key only while it still holds
 // acceptance (score_release.lua).
-func (s *Scores) ReleaseRun(ctx context.Context, sess GameSession, submitID string, acceptance []byte) error {
+func (s *Scores) ReleaseRun(ctx context.Context, sess game.Session, submitID string, acceptance []byte) error {
 	k := s.r.Keys()
 	user := strconv.FormatInt(sess.UserID, 10)
 	err := scoreReleaseScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreSubmitOnce, submitID),

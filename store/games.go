@@ -31,28 +31,6 @@ type Scores struct {
 // NewScores returns the scores of db and r.
 func NewScores(db *gorm.DB, r *Redis) *Scores { return &Scores{db: db, r: r, now: time.Now} }
 
-// The mini game's rules are package game's: the catalog, a session and
-// the check of a run against it. These names keep store's callers reading
-// as they did.
-type (
-	// Game is a mini game and the bounds of a plausible run of it.
-	Game = game.Game
-	// GameSession is one game played by a user (game.NewSession).
-	GameSession = game.Session
-)
-
-// ErrScoreInvalid is game.ErrScoreInvalid: a run, a score or a session
-// the game's rules refuse, and a score message without a user.
-var ErrScoreInvalid = game.ErrScoreInvalid
-
-// LookupGame returns the game named id (game.Lookup).
-func LookupGame(id string) (Game, bool) { return game.Lookup(id) }
-
-// CheckRun is sess.CheckRun: whether a run fits its game and session.
-func CheckRun(sess GameSession, score, durationMs int64, moves int32, now time.Time) error {
-	return sess.CheckRun(score, durationMs, moves, now)
-}
-
 func (s *Scores) client() *redis.Client { return s.r.Client(keys.DBMiniGame) }
 
 func sessionValue(seed int64, startedAt time.Time) string {
@@ -61,37 +39,37 @@ func sessionValue(seed int64, startedAt time.Time) string {
 
 // StartSession starts a session of game for user (game.NewSession):
 // mg:score:session with "seed:startedAtMillis" for 6 hours.
-func (s *Scores) StartSession(ctx context.Context, gameID string, userID int64) (GameSession, error) {
+func (s *Scores) StartSession(ctx context.Context, gameID string, userID int64) (game.Session, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	now := s.now().Truncate(time.Millisecond)
 	sess, err := game.NewSession(uuid.NewString(), gameID, userID, int64(binary.BigEndian.Uint64(b[:])>>1), now)
 	if err != nil {
-		return GameSession{}, err
+		return game.Session{}, err
 	}
 	key := s.r.Keys().Key(keys.GameSession, gameID, strconv.FormatInt(userID, 10), sess.ID)
 	if err := s.client().Set(ctx, key, sessionValue(sess.Seed, now), keys.GameSessionTTL).Err(); err != nil {
-		return GameSession{}, fmt.Errorf("store: start %s session: %w", gameID, err)
+		return game.Session{}, fmt.Errorf("store: start %s session: %w", gameID, err)
 	}
 	return sess, nil
 }
 
 // Session returns the user's session of game, or ErrNotFound when it does
 // not exist (never started, another user's, or expired).
-func (s *Scores) Session(ctx context.Context, gameID string, userID int64, sessionID string) (GameSession, error) {
+func (s *Scores) Session(ctx context.Context, gameID string, userID int64, sessionID string) (game.Session, error) {
 	key := s.r.Keys().Key(keys.GameSession, gameID, strconv.FormatInt(userID, 10), sessionID)
 	v, err := s.client().Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
-		return GameSession{}, fmt.Errorf("store: %s session %s: %w", gameID, sessionID, ErrNotFound)
+		return game.Session{}, fmt.Errorf("store: %s session %s: %w", gameID, sessionID, ErrNotFound)
 	}
 	if err != nil {
-		return GameSession{}, fmt.Errorf("store: %s session %s: %w", gameID, sessionID, err)
+		return game.Session{}, fmt.Errorf("store: %s session %s: %w", gameID, sessionID, err)
 	}
 	seedText, startText, ok := strings.Cut(v, ":")
 	seed, err1 := strconv.ParseInt(seedText, 10, 64)
 	start, err2 := strconv.ParseInt(startText, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return GameSession{}, fmt.Errorf("store: %s session %s holds %q, not seed:startedAt", gameID, sessionID, v)
+		return game.Session{}, fmt.Errorf("store: %s session %s holds %q, not seed:startedAt", gameID, sessionID, v)
 	}
 	return game.NewSession(sessionID, gameID, userID, seed, time.UnixMilli(start))
 }
@@ -133,7 +111,7 @@ func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, 
 		return Upserted{}, err
 	}
 	if m.UserID == nil || *m.UserID <= 0 {
-		return Upserted{}, fmt.Errorf("%w: a user id is required", ErrScoreInvalid)
+		return Upserted{}, fmt.Errorf("%w: a user id is required", game.ErrScoreInvalid)
 	}
 	k, c := s.r.Keys(), s.client()
 	done := k.Key(keys.ScoreConsumeOnce, m.SubmitID)

@@ -238,7 +238,7 @@ func TestSessionsAndSubmitClaims(t *testing.T) {
 	_, err = s.Session(ctx, "snake", 4, sess.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "another user's session")
 	_, err = s.StartSession(ctx, "chess", 3)
-	require.ErrorIs(t, err, store.ErrScoreInvalid)
+	require.ErrorIs(t, err, game.ErrScoreInvalid)
 
 	first, c, err := s.ClaimRun(ctx, sess, "sub-1", []byte(`{"a":1}`))
 	require.NoError(t, err)
@@ -260,7 +260,7 @@ func TestSessionsAndSubmitClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.SessionUsed, c)
 	require.Equal(t, third, used)
-	_, c, err = s.ClaimRun(ctx, store.GameSession{ID: "gone", GameID: "snake", UserID: 3}, "sub-3", []byte(`{"a":5}`))
+	_, c, err = s.ClaimRun(ctx, game.Session{ID: "gone", GameID: "snake", UserID: 3}, "sub-3", []byte(`{"a":5}`))
 	require.NoError(t, err)
 	require.Equal(t, store.SessionGone, c)
 	require.Equal(t, int64(0), r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreSubmitOnce, "sub-3")).Val(), "nothing claimed")

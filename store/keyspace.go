@@ -47,7 +47,7 @@ func IsForeignKey(id string) bool {
 }
 
 // Recharge ids, the ledger's (username, RECHARGE, entry_id) key, come from
-// paid orders (their out trade number, NewOutTradeNo), opening balances
+// paid orders (their out trade number, order.NewOutTradeNo), opening balances
 // (OpeningEntryID) and operators (OperatorCreditID), which never meet.
 const operatorPrefix = "islectl:"
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,7 @@ func TestOperatorCreditsNeverShareKeysWithOrders(t *testing.T) {
 	ctx := context.Background()
 	_, err := store.NewAccounts(db).Create(ctx, "olga", "", dec("5"))
 	require.NoError(t, err)
-	order, err := store.NewOutTradeNo(time.Now())
+	order, err := order.NewOutTradeNo(time.Now())
 	require.NoError(t, err)
 	b := store.NewBalances(db, r)
 	for _, id := range []string{order, store.OpeningEntryID} {

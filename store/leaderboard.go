@@ -39,7 +39,7 @@ type LeaderboardEntry struct {
 // rebuilt says so.
 func (s *Scores) Leaderboard(ctx context.Context, gameID string, limit int) (entries []LeaderboardEntry, rebuilt bool, err error) {
 	if _, ok := game.Lookup(gameID); !ok {
-		return nil, false, fmt.Errorf("%w: unknown game %q", ErrScoreInvalid, gameID)
+		return nil, false, fmt.Errorf("%w: unknown game %q", game.ErrScoreInvalid, gameID)
 	}
 	limit = min(max(limit, 1), keys.LeaderboardSize)
 	k, c := s.r.Keys(), s.client()

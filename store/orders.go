@@ -17,35 +17,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// An order's rules are package order's (its products, channels, statuses,
-// limits and lifetimes, what a new order must be); store persists the
-// orders they allow. These names keep store's callers reading as they did.
-const (
-	ProductProMonth      = order.ProductProMonth
-	ProductAgentRecharge = order.ProductAgentRecharge
-
-	ChannelAlipay = order.ChannelAlipay
-	ChannelWechat = order.ChannelWechat
-
-	OrderPending = order.Pending
-
-	OrderTTL                = order.TTL
-	ActiveOrderGrace        = order.ActiveOrderGrace
-	ReceiptEmailGrace       = order.ReceiptEmailGrace
-	ProMonthPriceDefaultFen = order.ProMonthPriceDefaultFen
-	RechargeMaxFen          = order.RechargeMaxFen
-)
-
-// ErrOrderInvalid is order.ErrInvalid: an order that cannot be created as
-// asked (unknown product or channel, a wrong amount).
-var ErrOrderInvalid = order.ErrInvalid
-
-// NewOrder is what a user asks to pay for (order.New).
-type NewOrder = order.New
-
-// NewOutTradeNo draws an order number (order.NewOutTradeNo).
-func NewOutTradeNo(now time.Time) (string, error) { return order.NewOutTradeNo(now) }
-
 // ErrOrderLocked is returned when another creation of the same product for
 // the same user holds the creation lock.
 var ErrOrderLocked = errors.New("store: an order is being created for this user and product")
@@ -93,7 +64,7 @@ func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
 }
 
 // Create creates a PENDING order payable for order.TTL, or refuses:
-// ErrOrderInvalid (order.New.Check, with the pro-month price from
+// order.ErrInvalid (order.New.Check, with the pro-month price from
 // ProMonthPrice), ErrOrderLocked while another creation for the same user
 // and product runs, *ErrActiveOrder while the user has an unexpired
 // PENDING order. The creation lock is taken with SET NX PX and a UUID and
@@ -106,7 +77,7 @@ func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
 // order (until expiry + 5 min), the channel (30 days) and the receipt
 // email (until expiry + 60 min). When that fails the order exists and is
 // returned along with the error.
-func (o *Orders) Create(ctx context.Context, n NewOrder) (PaymentOrder, error) {
+func (o *Orders) Create(ctx context.Context, n order.New) (PaymentOrder, error) {
 	if err := n.Check(func() (int64, error) { return o.ProMonthPrice(ctx) }); err != nil {
 		return PaymentOrder{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -30,19 +31,19 @@ func TestOrderCreateWritesPendingRowAndLifecycleKeys(t *testing.T) {
 	t.Parallel()
 	orders, db, r := newOrders(t)
 	before := time.Now()
-	o, err := orders.Create(t.Context(), store.NewOrder{Username: "ann", Product: store.ProductProMonth,
-		AmountFen: store.ProMonthPriceDefaultFen, Channel: store.ChannelAlipay, ReceiptEmail: "ann@example.com"})
+	o, err := orders.Create(t.Context(), order.New{Username: "ann", Product: order.ProductProMonth,
+		AmountFen: order.ProMonthPriceDefaultFen, Channel: order.ChannelAlipay, ReceiptEmail: "ann@example.com"})
 	require.NoError(t, err)
 	require.Regexp(t, `^[0-9]{14}[0-9a-f]{20}$`, o.OutTradeNo)
-	require.Equal(t, store.OrderPending, o.Status)
-	require.WithinDuration(t, before.Add(store.OrderTTL), o.ExpireAt, 5*time.Second)
+	require.Equal(t, order.Pending, o.Status)
+	require.WithinDuration(t, before.Add(order.TTL), o.ExpireAt, 5*time.Second)
 
 	got, err := orders.Get(t.Context(), o.OutTradeNo)
 	require.NoError(t, err)
 	require.Equal(t, "ann", got.Username)
-	require.Equal(t, store.ProductProMonth, got.ProductCode)
-	require.EqualValues(t, store.ProMonthPriceDefaultFen, got.AmountFen)
-	require.Equal(t, store.ChannelAlipay, got.Channel)
+	require.Equal(t, order.ProductProMonth, got.ProductCode)
+	require.EqualValues(t, order.ProMonthPriceDefaultFen, got.AmountFen)
+	require.Equal(t, order.ChannelAlipay, got.Channel)
 	require.Equal(t, "CNY", got.Currency)
 	require.Equal(t, "ann@example.com", *got.ReceiptEmail)
 	require.True(t, o.ExpireAt.Equal(got.ExpireAt), "%v != %v", o.ExpireAt, got.ExpireAt)
@@ -57,11 +58,11 @@ func TestOrderCreateWritesPendingRowAndLifecycleKeys(t *testing.T) {
 		require.NoError(t, err)
 		require.InDelta(t, d.Seconds(), left.Seconds(), 5, key)
 	}
-	ttl(k.Key(keys.ActiveOrder, "ann"), o.OutTradeNo, store.OrderTTL+store.ActiveOrderGrace)
-	ttl(k.Key(keys.OrderChannel, o.OutTradeNo), store.ChannelAlipay, keys.PaymentChannelTTL)
-	ttl(k.Key(keys.OrderReceiptEmail, o.OutTradeNo), "ann@example.com", store.OrderTTL+store.ReceiptEmailGrace)
+	ttl(k.Key(keys.ActiveOrder, "ann"), o.OutTradeNo, order.TTL+order.ActiveOrderGrace)
+	ttl(k.Key(keys.OrderChannel, o.OutTradeNo), order.ChannelAlipay, keys.PaymentChannelTTL)
+	ttl(k.Key(keys.OrderReceiptEmail, o.OutTradeNo), "ann@example.com", order.TTL+order.ReceiptEmailGrace)
 	// The creation lock is gone with the creation.
-	n, err := c.Exists(t.Context(), k.OrderCreateLock(store.ProductProMonth, "ann")).Result()
+	n, err := c.Exists(t.Context(), k.OrderCreateLock(order.ProductProMonth, "ann")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
 
@@ -77,14 +78,14 @@ func TestOrderProMonthPriceComesFromRedis(t *testing.T) {
 	orders, _, r := newOrders(t)
 	price, err := orders.ProMonthPrice(t.Context())
 	require.NoError(t, err)
-	require.EqualValues(t, store.ProMonthPriceDefaultFen, price)
+	require.EqualValues(t, order.ProMonthPriceDefaultFen, price)
 
 	c := r.Client(keys.ProMonthPrice.DB)
 	require.NoError(t, c.Set(t.Context(), r.Keys().Key(keys.ProMonthPrice), "2500", 0).Err())
-	_, err = orders.Create(t.Context(), store.NewOrder{Username: "bob", Product: store.ProductProMonth, AmountFen: store.ProMonthPriceDefaultFen,
-		Channel: store.ChannelWechat})
-	require.ErrorIs(t, err, store.ErrOrderInvalid)
-	o, err := orders.Create(t.Context(), store.NewOrder{Username: "bob", Product: store.ProductProMonth, AmountFen: 2500, Channel: store.ChannelWechat})
+	_, err = orders.Create(t.Context(), order.New{Username: "bob", Product: order.ProductProMonth, AmountFen: order.ProMonthPriceDefaultFen,
+		Channel: order.ChannelWechat})
+	require.ErrorIs(t, err, order.ErrInvalid)
+	o, err := orders.Create(t.Context(), order.New{Username: "bob", Product: order.ProductProMonth, AmountFen: 2500, Channel: order.ChannelWechat})
 	require.NoError(t, err)
 	require.Nil(t, o.ReceiptEmail)
 	n, err := c.Exists(t.Context(), r.Keys().Key(keys.OrderReceiptEmail, o.OutTradeNo)).Result()
@@ -99,28 +100,28 @@ func TestOrderProMonthPriceComesFromRedis(t *testing.T) {
 func TestOrderSecondCreateWhilePendingNamesTheFirst(t *testing.T) {
 	t.Parallel()
 	orders, db, r := newOrders(t)
-	first, err := orders.Create(t.Context(), store.NewOrder{Username: "cat", Product: store.ProductAgentRecharge, AmountFen: 990,
-		Channel: store.ChannelAlipay})
+	first, err := orders.Create(t.Context(), order.New{Username: "cat", Product: order.ProductAgentRecharge, AmountFen: 990,
+		Channel: order.ChannelAlipay})
 	require.NoError(t, err)
-	for _, product := range []string{store.ProductAgentRecharge, store.ProductProMonth} {
-		_, err = orders.Create(t.Context(), store.NewOrder{Username: "cat", Product: product, AmountFen: store.ProMonthPriceDefaultFen,
-			Channel: store.ChannelWechat})
+	for _, product := range []string{order.ProductAgentRecharge, order.ProductProMonth} {
+		_, err = orders.Create(t.Context(), order.New{Username: "cat", Product: product, AmountFen: order.ProMonthPriceDefaultFen,
+			Channel: order.ChannelWechat})
 		require.Equal(t, first.OutTradeNo, activeOrder(t, err).OutTradeNo, product)
 	}
 	// MySQL decides without the key too.
 	c := r.Client(keys.ActiveOrder.DB)
 	require.NoError(t, c.Del(t.Context(), r.Keys().Key(keys.ActiveOrder, "cat")).Err())
-	_, err = orders.Create(t.Context(), store.NewOrder{Username: "cat", Product: store.ProductAgentRecharge, AmountFen: 1, Channel: store.ChannelAlipay})
+	_, err = orders.Create(t.Context(), order.New{Username: "cat", Product: order.ProductAgentRecharge, AmountFen: 1, Channel: order.ChannelAlipay})
 	require.Equal(t, first.OutTradeNo, activeOrder(t, err).OutTradeNo)
 	// Another user is not held up.
-	_, err = orders.Create(t.Context(), store.NewOrder{Username: "dan", Product: store.ProductAgentRecharge, AmountFen: 1, Channel: store.ChannelAlipay})
+	_, err = orders.Create(t.Context(), order.New{Username: "dan", Product: order.ProductAgentRecharge, AmountFen: 1, Channel: order.ChannelAlipay})
 	require.NoError(t, err)
 
 	// Once the first expired, a stale key pointing at it holds nothing up.
 	require.NoError(t, db.Model(&store.PaymentOrder{}).Where("out_trade_no = ?", first.OutTradeNo).
 		Update("expire_at", time.Now().Add(-time.Minute)).Error)
 	require.NoError(t, c.Set(t.Context(), r.Keys().Key(keys.ActiveOrder, "cat"), first.OutTradeNo, time.Minute).Err())
-	second, err := orders.Create(t.Context(), store.NewOrder{Username: "cat", Product: store.ProductAgentRecharge, AmountFen: 5, Channel: store.ChannelAlipay})
+	second, err := orders.Create(t.Context(), order.New{Username: "cat", Product: order.ProductAgentRecharge, AmountFen: 5, Channel: order.ChannelAlipay})
 	require.NoError(t, err)
 	require.NotEqual(t, first.OutTradeNo, second.OutTradeNo)
 	v, err := c.Get(t.Context(), r.Keys().Key(keys.ActiveOrder, "cat")).Result()
@@ -139,9 +140,9 @@ func TestOrderConcurrentCreatesMakeOneOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n := store.NewOrder{Username: user, Product: store.ProductAgentRecharge, AmountFen: 100, Channel: store.ChannelAlipay}
+				n := order.New{Username: user, Product: order.ProductAgentRecharge, AmountFen: 100, Channel: order.ChannelAlipay}
 				if mixed && i%2 == 1 { // another product: another creation lock, so MySQL must serialise
-					n.Product, n.AmountFen = store.ProductProMonth, store.ProMonthPriceDefaultFen
+					n.Product, n.AmountFen = order.ProductProMonth, order.ProMonthPriceDefaultFen
 				}
 				_, errs[i] = orders.Create(t.Context(), n)
 			}()
@@ -168,10 +169,10 @@ func TestOrderConcurrentCreatesMakeOneOrder(t *testing.T) {
 func TestOrderCreationLockHeldRefuses(t *testing.T) {
 	t.Parallel()
 	orders, db, r := newOrders(t)
-	c, lock := r.Client(keys.OrderCreateLock.DB), r.Keys().OrderCreateLock(store.ProductProMonth, "gus")
+	c, lock := r.Client(keys.OrderCreateLock.DB), r.Keys().OrderCreateLock(order.ProductProMonth, "gus")
 	require.NoError(t, c.Set(t.Context(), lock, "someone-else", keys.PaymentLockTTL).Err())
-	_, err := orders.Create(t.Context(), store.NewOrder{Username: "gus", Product: store.ProductProMonth, AmountFen: store.ProMonthPriceDefaultFen,
-		Channel: store.ChannelAlipay})
+	_, err := orders.Create(t.Context(), order.New{Username: "gus", Product: order.ProductProMonth, AmountFen: order.ProMonthPriceDefaultFen,
+		Channel: order.ChannelAlipay})
 	require.ErrorIs(t, err, store.ErrOrderLocked)
 	v, err := c.Get(t.Context(), lock).Result()
 	require.NoError(t, err)
@@ -184,18 +185,18 @@ func TestOrderCreationLockHeldRefuses(t *testing.T) {
 func TestOrderInvalidCreatesNothing(t *testing.T) {
 	t.Parallel()
 	orders, db, _ := newOrders(t)
-	for name, n := range map[string]store.NewOrder{
-		"product":         {Product: "gold", AmountFen: 100, Channel: store.ChannelAlipay},
-		"channel":         {Product: store.ProductAgentRecharge, AmountFen: 100, Channel: "alipay"},
-		"zero":            {Product: store.ProductAgentRecharge, AmountFen: 0, Channel: store.ChannelAlipay},
-		"negative":        {Product: store.ProductAgentRecharge, AmountFen: -5, Channel: store.ChannelAlipay},
-		"too much":        {Product: store.ProductAgentRecharge, AmountFen: store.RechargeMaxFen + 1, Channel: store.ChannelAlipay},
-		"pro price":       {Product: store.ProductProMonth, AmountFen: store.ProMonthPriceDefaultFen - 1, Channel: store.ChannelAlipay},
-		"email with CRLF": {Product: store.ProductAgentRecharge, AmountFen: 100, Channel: store.ChannelAlipay, ReceiptEmail: "a@b.cn\r\nBcc: x@y.cn"},
+	for name, n := range map[string]order.New{
+		"product":         {Product: "gold", AmountFen: 100, Channel: order.ChannelAlipay},
+		"channel":         {Product: order.ProductAgentRecharge, AmountFen: 100, Channel: "alipay"},
+		"zero":            {Product: order.ProductAgentRecharge, AmountFen: 0, Channel: order.ChannelAlipay},
+		"negative":        {Product: order.ProductAgentRecharge, AmountFen: -5, Channel: order.ChannelAlipay},
+		"too much":        {Product: order.ProductAgentRecharge, AmountFen: order.RechargeMaxFen + 1, Channel: order.ChannelAlipay},
+		"pro price":       {Product: order.ProductProMonth, AmountFen: order.ProMonthPriceDefaultFen - 1, Channel: order.ChannelAlipay},
+		"email with CRLF": {Product: order.ProductAgentRecharge, AmountFen: 100, Channel: order.ChannelAlipay, ReceiptEmail: "a@b.cn\r\nBcc: x@y.cn"},
 	} {
 		n.Username = "hal"
 		_, err := orders.Create(t.Context(), n)
-		require.ErrorIs(t, err, store.ErrOrderInvalid, name)
+		require.ErrorIs(t, err, order.ErrInvalid, name)
 	}
 	var rows int64
 	require.NoError(t, db.Model(&store.PaymentOrder{}).Count(&rows).Error)

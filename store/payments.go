@@ -17,39 +17,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// The rules of an order's notifications are package order's (the state
-// machine, what each transition grants, the notifications refused for
-// good); store persists the steps they decide. These names keep store's
-// callers reading as they did.
-const (
-	OrderPaid     = order.Paid
-	OrderClosed   = order.Closed
-	OrderRefunded = order.Refunded
-
-	ProMonth = order.ProMonth
-
-	TradeSuccess = order.TradeSuccess
-	TradeClosed  = order.TradeClosed
-	TradeRevoked = order.TradeRevoked
-	TradeRefund  = order.TradeRefund
-
-	NotifyPaid       = order.NotifyPaid
-	NotifyClosed     = order.NotifyClosed
-	NotifyRefunded   = order.NotifyRefunded
-	NotifyNotPending = order.NotifyNotPending
-	NotifyRecorded   = order.NotifyRecorded
-	NotifyDuplicate  = order.NotifyDuplicate
-	NotifyIgnored    = order.NotifyIgnored
-)
-
-// Notifications ApplyNotify refuses for good (order's errors), and a
-// receipt of an order never paid.
-var (
-	ErrUnverified     = order.ErrUnverified
-	ErrNotifyMismatch = order.ErrMismatch
-	ErrNotPaid        = order.ErrNotPaid
-)
-
 // NotifyResult says what ApplyNotify did.
 type NotifyResult struct {
 	Outcome string       // one of the Notify outcomes (order.Notify*)
@@ -73,11 +40,11 @@ type NotifyResult struct {
 // one transaction that locks the order row (SELECT ... FOR UPDATE), and
 // records the notification in payment_notify_record, whose unique key
 // (channel, order, transaction, state) makes a resent or redelivered one a
-// NotifyDuplicate. What the notification does is order's rules: order.Admit
-// (an unverified one is ErrUnverified; NOTPAY and other in-progress states
+// order.NotifyDuplicate. What the notification does is order's rules: order.Admit
+// (an unverified one is order.ErrUnverified; NOTPAY and other in-progress states
 // change nothing and are not recorded) and Order.Apply (a notification of
 // another channel, or a SUCCESS that did not pay the order's amount in its
-// currency, is ErrNotifyMismatch: doc/payments.md, "What the worker
+// currency, is order.ErrMismatch: doc/payments.md, "What the worker
 // trusts"; only a PENDING order is paid or closed, only a PAID one
 // refunded). ApplyNotify persists the step: the order's new status, and
 // for a payment its benefit in the same transaction (a pro month extends
@@ -94,14 +61,14 @@ func (o *Orders) ApplyNotify(ctx context.Context, n topology.PaymentNotify, rece
 	if ok, err := order.Admit(n); err != nil {
 		return NotifyResult{}, err
 	} else if !ok {
-		return NotifyResult{Outcome: NotifyIgnored}, nil
+		return NotifyResult{Outcome: order.NotifyIgnored}, nil
 	}
 	rc := o.r.Client(keys.NotifyDone.DB)
 	done := ""
-	if n.TradeState == TradeSuccess && n.TransactionID != "" {
+	if n.TradeState == order.TradeSuccess && n.TransactionID != "" {
 		done = o.r.Keys().Key(keys.NotifyDone, n.Channel, n.OutTradeNo, n.TransactionID)
 		if v, err := rc.Get(ctx, done).Result(); err == nil && v == "1" {
-			return NotifyResult{Outcome: NotifyDuplicate}, nil
+			return NotifyResult{Outcome: order.NotifyDuplicate}, nil
 		} else if err != nil && !errors.Is(err, redis.Nil) {
 			done = "" // Redis is down: MySQL answers alone
 		}
@@ -121,7 +88,7 @@ func (o *Orders) ApplyNotify(ctx context.Context, n topology.PaymentNotify, rece
 			return res, err
 		}
 	}
-	if done != "" && res.Order.Status != OrderPending {
+	if done != "" && res.Order.Status != order.Pending {
 		_ = rc.Set(ctx, done, "1", keys.PaymentNotifyTTL).Err() // a shortcut only: MySQL has the record
 	}
 	return res, nil
@@ -153,7 +120,7 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 		return ins.Error
 	}
 	if ins.RowsAffected == 0 {
-		res.Outcome = NotifyDuplicate
+		res.Outcome = order.NotifyDuplicate
 		return rechargeOf(tx, row, res)
 	}
 	res.Outcome = step.Outcome
@@ -162,7 +129,7 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 	}
 
 	row.Status = step.Status
-	if step.Outcome == NotifyPaid {
+	if step.Outcome == order.NotifyPaid {
 		row.PaidAt, row.TransactionID = &step.PaidAt, &step.TransactionID
 	}
 	row.UpdatedAt = now
@@ -170,7 +137,7 @@ func applyNotifyTx(tx *gorm.DB, now time.Time, n topology.PaymentNotify, receipt
 		return err
 	}
 	res.Order = row
-	if step.Outcome != NotifyPaid {
+	if step.Outcome != order.NotifyPaid {
 		return nil
 	}
 	if err := grant(tx, now, row, step.Grant, res); err != nil {
@@ -244,7 +211,7 @@ func queueReceipt(tx *gorm.DB, row PaymentOrder, receipts topology.Domain, trace
 		res.NoReceipt = "neither the order nor the account has an email address"
 		return nil
 	}
-	amount := int32(row.AmountFen) // RechargeMaxFen and prices fit
+	amount := int32(row.AmountFen) // order.RechargeMaxFen and prices fit
 	m := topology.PaymentReceiptDispatch{TraceID: traceID, Email: email, OutTradeNo: row.OutTradeNo, Channel: row.Channel,
 		TransactionID: deref(row.TransactionID), AmountFen: &amount, Currency: row.Currency, ProductCode: row.ProductCode,
 		PaidAt: topology.LocalDateTime{Time: *row.PaidAt}, ExpireAt: topology.LocalDateTime{Time: row.ExpireAt}}
@@ -261,7 +228,7 @@ func queueReceipt(tx *gorm.DB, row PaymentOrder, receipts topology.Domain, trace
 }
 
 // SendReceiptOnce calls send with the order numbered outTradeNo unless its
-// receipt went out already (or the order was never paid: ErrNotPaid), and
+// receipt went out already (or the order was never paid: order.ErrNotPaid), and
 // records the send when send returns nil:
 // one receipt per order however often its message arrives. It holds the
 // order's op-lock (payment:order:op-lock, SET NX with a UUID, released by
@@ -288,7 +255,7 @@ func (o *Orders) SendReceiptOnce(ctx context.Context, outTradeNo string, send fu
 		return false, nil
 	}
 	if row.PaidAt == nil { // the receipt is written with the payment: a message that came otherwise
-		return false, fmt.Errorf("%w: order %s is %s", ErrNotPaid, outTradeNo, row.Status)
+		return false, fmt.Errorf("%w: order %s is %s", order.ErrNotPaid, outTradeNo, row.Status)
 	}
 	sctx, cancel := context.WithTimeout(ctx, keys.PaymentLockTTL-time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package store_test
 import (
 	"testing"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"
@@ -20,7 +21,7 @@ func TestNotifyConsumerDoesNotTrustTheBroker(t *testing.T) {
 	ctx := t.Context()
 	_, err := store.NewAccounts(f.db).Create(ctx, "ora", "", decimal.Zero)
 	require.NoError(t, err)
-	o := f.order(t, "ora", store.ProductAgentRecharge, 5000, "")
+	o := f.order(t, "ora", order.ProductAgentRecharge, 5000, "")
 	msg := func(tail string) topology.PaymentNotify {
 		t.Helper()
 		m, err := topology.Decode[topology.PaymentNotify]([]byte(`{"notifyId":"n-1","channel":"WECHAT","outTradeNo":"` + o.OutTradeNo +
@@ -38,21 +39,21 @@ func TestNotifyConsumerDoesNotTrustTheBroker(t *testing.T) {
 		"neither (Spring)":  msg(``),
 	} {
 		_, err := f.orders.ApplyNotify(ctx, m, f.receipts, "")
-		require.ErrorIs(t, err, store.ErrNotifyMismatch, name)
-		require.Equal(t, store.OrderPending, f.status(t, o), name)
+		require.ErrorIs(t, err, order.ErrMismatch, name)
+		require.Equal(t, order.Pending, f.status(t, o), name)
 	}
 	require.EqualValues(t, 0, f.count(t, &store.PaymentNotifyRecord{}, "out_trade_no = ?", o.OutTradeNo), "refused, not recorded")
 	require.EqualValues(t, 0, f.count(t, &store.LedgerEntry{}, "username = ? AND kind = ?", "ora", store.LedgerRecharge))
 
 	res, err := f.orders.ApplyNotify(ctx, msg(`,"amountFen":5000,"currency":"CNY"`), f.receipts, "")
 	require.NoError(t, err)
-	require.Equal(t, store.NotifyPaid, res.Outcome)
+	require.Equal(t, order.NotifyPaid, res.Outcome)
 	require.Equal(t, "5000", res.Recharge.AmountFen.String())
 
 	// States that grant nothing need no amount: a Spring producer's CLOSED
 	// closes its order.
-	closing := f.order(t, "ora", store.ProductAgentRecharge, 700, "")
-	res, err = f.orders.ApplyNotify(ctx, notice(closing, store.TradeClosed, ""), f.receipts, "")
+	closing := f.order(t, "ora", order.ProductAgentRecharge, 700, "")
+	res, err = f.orders.ApplyNotify(ctx, notice(closing, order.TradeClosed, ""), f.receipts, "")
 	require.NoError(t, err)
-	require.Equal(t, store.NotifyClosed, res.Outcome)
+	require.Equal(t, order.NotifyClosed, res.Outcome)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
@@ -36,8 +37,8 @@ func newPayFixture(t *testing.T) payFixture {
 
 func (f payFixture) order(t *testing.T, user, product string, fen int64, email string) store.PaymentOrder {
 	t.Helper()
-	o, err := f.orders.Create(t.Context(), store.NewOrder{Username: user, Product: product, AmountFen: fen,
-		Channel: store.ChannelWechat, ReceiptEmail: email})
+	o, err := f.orders.Create(t.Context(), order.New{Username: user, Product: product, AmountFen: fen,
+		Channel: order.ChannelWechat, ReceiptEmail: email})
 	require.NoError(t, err)
 	return o
 }
@@ -55,7 +56,7 @@ func notice(o store.PaymentOrder, state, txID string) topology.PaymentNotify {
 	n := topology.PaymentNotify{NotifyID: "n-" + txID + "-" + state, Channel: o.Channel, OutTradeNo: o.OutTradeNo,
 		TransactionID: txID, TradeState: state, VerifyOK: true, RawBody: `{"id":"x"}`,
 		SuccessTime: topology.OffsetDateTime{Time: time.Now().Add(-time.Second)}}
-	if state == store.TradeSuccess {
+	if state == order.TradeSuccess {
 		fen := o.AmountFen
 		n.AmountFen, n.Currency = &fen, o.Currency
 	}
@@ -84,10 +85,10 @@ func TestPaidProMonthExtendsProTimeOnceAndQueuesOneReceipt(t *testing.T) {
 	later := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Microsecond)
 	require.NoError(t, f.db.Model(&store.UserAccount{}).Where("username = ?", "pia").Update("pro_expire_at", later).Error)
 
-	o := f.order(t, "pia", store.ProductProMonth, store.ProMonthPriceDefaultFen, "")
-	res := f.apply(t, o, store.TradeSuccess, "wx-1")
-	require.Equal(t, store.NotifyPaid, res.Outcome)
-	require.Equal(t, store.OrderPaid, res.Order.Status)
+	o := f.order(t, "pia", order.ProductProMonth, order.ProMonthPriceDefaultFen, "")
+	res := f.apply(t, o, order.TradeSuccess, "wx-1")
+	require.Equal(t, order.NotifyPaid, res.Outcome)
+	require.Equal(t, order.Paid, res.Order.Status)
 	require.Equal(t, "wx-1", *res.Order.TransactionID)
 	require.NotNil(t, res.Order.PaidAt)
 	require.NotNil(t, res.Receipt, "the account's email gets the receipt: %s", res.NoReceipt)
@@ -95,10 +96,10 @@ func TestPaidProMonthExtendsProTimeOnceAndQueuesOneReceipt(t *testing.T) {
 
 	acct, err := store.NewAccounts(f.db).Get(t.Context(), "pia")
 	require.NoError(t, err)
-	require.True(t, acct.ProExpireAt.Equal(later.Add(store.ProMonth)), "a month from the current end, not from now: %v", acct.ProExpireAt)
+	require.True(t, acct.ProExpireAt.Equal(later.Add(order.ProMonth)), "a month from the current end, not from now: %v", acct.ProExpireAt)
 
-	again := f.apply(t, o, store.TradeSuccess, "wx-1")
-	require.Equal(t, store.NotifyDuplicate, again.Outcome)
+	again := f.apply(t, o, order.TradeSuccess, "wx-1")
+	require.Equal(t, order.NotifyDuplicate, again.Outcome)
 	acct2, err := store.NewAccounts(f.db).Get(t.Context(), "pia")
 	require.NoError(t, err)
 	require.True(t, acct.ProExpireAt.Equal(*acct2.ProExpireAt), "granted once")
@@ -107,7 +108,7 @@ func TestPaidProMonthExtendsProTimeOnceAndQueuesOneReceipt(t *testing.T) {
 
 	// The Redis shortcut gone, MySQL alone still says duplicate.
 	f.r.Client(keys.NotifyDone.DB).FlushDB(t.Context())
-	require.Equal(t, store.NotifyDuplicate, f.apply(t, o, store.TradeSuccess, "wx-1").Outcome)
+	require.Equal(t, order.NotifyDuplicate, f.apply(t, o, order.TradeSuccess, "wx-1").Outcome)
 }
 
 func TestPaidRechargeCreditsLedgerAndRedisOnce(t *testing.T) {
@@ -120,9 +121,9 @@ func TestPaidRechargeCreditsLedgerAndRedisOnce(t *testing.T) {
 	_, err = balances.Ensure(ctx, "rita")
 	require.NoError(t, err)
 
-	o := f.order(t, "rita", store.ProductAgentRecharge, 5000, "rita@example.com")
-	res := f.apply(t, o, store.TradeSuccess, "wx-2")
-	require.Equal(t, store.NotifyPaid, res.Outcome)
+	o := f.order(t, "rita", order.ProductAgentRecharge, 5000, "rita@example.com")
+	res := f.apply(t, o, order.TradeSuccess, "wx-2")
+	require.Equal(t, order.NotifyPaid, res.Outcome)
 	require.NotNil(t, res.Recharge)
 	require.Equal(t, store.SettleApplied, res.Settle)
 
@@ -139,8 +140,8 @@ func TestPaidRechargeCreditsLedgerAndRedisOnce(t *testing.T) {
 	// finishes it without crediting twice.
 	require.NoError(t, f.db.Model(&store.LedgerEntry{}).Where("entry_id = ?", o.OutTradeNo).Update("settled_at", nil).Error)
 	f.r.Client(keys.NotifyDone.DB).Del(ctx, f.r.Keys().Key(keys.NotifyDone, o.Channel, o.OutTradeNo, "wx-2"))
-	again := f.apply(t, o, store.TradeSuccess, "wx-2")
-	require.Equal(t, store.NotifyDuplicate, again.Outcome)
+	again := f.apply(t, o, order.TradeSuccess, "wx-2")
+	require.Equal(t, order.NotifyDuplicate, again.Outcome)
 	require.Equal(t, store.SettleSettled, again.Settle)
 	bal, err = balances.Balance(ctx, "rita")
 	require.NoError(t, err)
@@ -153,20 +154,20 @@ func TestConcurrentIdenticalNotificationsTransitionOnce(t *testing.T) {
 	f := newPayFixture(t)
 	_, err := store.NewAccounts(f.db).Create(t.Context(), "cody", "", decimal.Zero)
 	require.NoError(t, err)
-	o := f.order(t, "cody", store.ProductAgentRecharge, 700, "cody@example.com")
+	o := f.order(t, "cody", order.ProductAgentRecharge, 700, "cody@example.com")
 	var paid, dup atomic.Int32
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			res, err := f.orders.ApplyNotify(context.Background(), notice(o, store.TradeSuccess, "wx-3"), f.receipts, "")
+			res, err := f.orders.ApplyNotify(context.Background(), notice(o, order.TradeSuccess, "wx-3"), f.receipts, "")
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			switch res.Outcome {
-			case store.NotifyPaid:
+			case order.NotifyPaid:
 				paid.Add(1)
-			case store.NotifyDuplicate:
+			case order.NotifyDuplicate:
 				dup.Add(1)
 			default:
 				t.Errorf("outcome %s", res.Outcome)
@@ -189,34 +190,34 @@ func TestNotificationsThatGrantNothing(t *testing.T) {
 	ctx := t.Context()
 	_, err := store.NewAccounts(f.db).Create(ctx, "nell", "", decimal.Zero)
 	require.NoError(t, err)
-	o := f.order(t, "nell", store.ProductAgentRecharge, 300, "")
+	o := f.order(t, "nell", order.ProductAgentRecharge, 300, "")
 
 	res := f.apply(t, o, "NOTPAY", "")
-	require.Equal(t, store.NotifyIgnored, res.Outcome)
+	require.Equal(t, order.NotifyIgnored, res.Outcome)
 	require.EqualValues(t, 0, f.count(t, &store.PaymentNotifyRecord{}, "out_trade_no = ?", o.OutTradeNo), "NOTPAY is not recorded")
 
-	forged := notice(o, store.TradeSuccess, "wx-4")
+	forged := notice(o, order.TradeSuccess, "wx-4")
 	forged.VerifyOK = false
 	_, err = f.orders.ApplyNotify(ctx, forged, f.receipts, "")
-	require.ErrorIs(t, err, store.ErrUnverified)
+	require.ErrorIs(t, err, order.ErrUnverified)
 
-	other := notice(o, store.TradeSuccess, "wx-4")
-	other.Channel = store.ChannelAlipay
+	other := notice(o, order.TradeSuccess, "wx-4")
+	other.Channel = order.ChannelAlipay
 	_, err = f.orders.ApplyNotify(ctx, other, f.receipts, "")
-	require.ErrorIs(t, err, store.ErrNotifyMismatch)
+	require.ErrorIs(t, err, order.ErrMismatch)
 
-	unknown := notice(o, store.TradeSuccess, "wx-4")
+	unknown := notice(o, order.TradeSuccess, "wx-4")
 	unknown.OutTradeNo = "nope"
 	_, err = f.orders.ApplyNotify(ctx, unknown, f.receipts, "")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.Equal(t, store.OrderPending, f.status(t, o))
+	require.Equal(t, order.Pending, f.status(t, o))
 
-	res = f.apply(t, o, store.TradeClosed, "")
-	require.Equal(t, store.NotifyClosed, res.Outcome)
-	require.Equal(t, store.OrderClosed, f.status(t, o))
-	res = f.apply(t, o, store.TradeSuccess, "wx-4")
-	require.Equal(t, store.NotifyNotPending, res.Outcome, "paid after it closed: recorded, refunded by hand")
-	require.Equal(t, store.OrderClosed, f.status(t, o))
+	res = f.apply(t, o, order.TradeClosed, "")
+	require.Equal(t, order.NotifyClosed, res.Outcome)
+	require.Equal(t, order.Closed, f.status(t, o))
+	res = f.apply(t, o, order.TradeSuccess, "wx-4")
+	require.Equal(t, order.NotifyNotPending, res.Outcome, "paid after it closed: recorded, refunded by hand")
+	require.Equal(t, order.Closed, f.status(t, o))
 	require.EqualValues(t, 0, f.count(t, &store.LedgerEntry{}, "username = ? AND kind = ?", "nell", store.LedgerRecharge))
 	require.EqualValues(t, 0, f.count(t, &store.OutboxMessage{}, "domain = ?", topology.DomainPaymentReceipt))
 	require.EqualValues(t, 2, f.count(t, &store.PaymentNotifyRecord{}, "out_trade_no = ?", o.OutTradeNo))
@@ -225,18 +226,18 @@ func TestNotificationsThatGrantNothing(t *testing.T) {
 func TestRefundOfAPaidOrderIsRecordedNotRevoked(t *testing.T) {
 	t.Parallel()
 	f := newPayFixture(t)
-	o := f.order(t, "rae", store.ProductAgentRecharge, 900, "")
-	res := f.apply(t, o, store.TradeSuccess, "wx-5")
-	require.Equal(t, store.NotifyPaid, res.Outcome)
+	o := f.order(t, "rae", order.ProductAgentRecharge, 900, "")
+	res := f.apply(t, o, order.TradeSuccess, "wx-5")
+	require.Equal(t, order.NotifyPaid, res.Outcome)
 	require.Equal(t, "neither the order nor the account has an email address", res.NoReceipt)
 	acct, err := store.NewAccounts(f.db).Get(t.Context(), "rae")
 	require.NoError(t, err, "a payer without an account gets one")
 	require.Equal(t, "900", acct.BalanceFen.String())
 
-	res = f.apply(t, o, store.TradeRefund, "wx-5")
-	require.Equal(t, store.NotifyRefunded, res.Outcome)
-	require.Equal(t, store.OrderRefunded, f.status(t, o))
-	require.Equal(t, store.NotifyDuplicate, f.apply(t, o, store.TradeRefund, "wx-5").Outcome)
+	res = f.apply(t, o, order.TradeRefund, "wx-5")
+	require.Equal(t, order.NotifyRefunded, res.Outcome)
+	require.Equal(t, order.Refunded, f.status(t, o))
+	require.Equal(t, order.NotifyDuplicate, f.apply(t, o, order.TradeRefund, "wx-5").Outcome)
 	acct, err = store.NewAccounts(f.db).Get(t.Context(), "rae")
 	require.NoError(t, err)
 	require.Equal(t, "900", acct.BalanceFen.String())
@@ -245,9 +246,9 @@ func TestRefundOfAPaidOrderIsRecordedNotRevoked(t *testing.T) {
 func TestSecondPaymentOfAPaidOrderGrantsNothing(t *testing.T) {
 	t.Parallel()
 	f := newPayFixture(t)
-	o := f.order(t, "sam", store.ProductAgentRecharge, 400, "")
-	require.Equal(t, store.NotifyPaid, f.apply(t, o, store.TradeSuccess, "wx-6").Outcome)
-	require.Equal(t, store.NotifyNotPending, f.apply(t, o, store.TradeSuccess, "wx-7").Outcome)
+	o := f.order(t, "sam", order.ProductAgentRecharge, 400, "")
+	require.Equal(t, order.NotifyPaid, f.apply(t, o, order.TradeSuccess, "wx-6").Outcome)
+	require.Equal(t, order.NotifyNotPending, f.apply(t, o, order.TradeSuccess, "wx-7").Outcome)
 	acct, err := store.NewAccounts(f.db).Get(t.Context(), "sam")
 	require.NoError(t, err)
 	require.Equal(t, "400", acct.BalanceFen.String())
@@ -257,12 +258,12 @@ func TestSendReceiptOnce(t *testing.T) {
 	t.Parallel()
 	f := newPayFixture(t)
 	ctx := t.Context()
-	o := f.order(t, "rex", store.ProductAgentRecharge, 100, "rex@example.com")
+	o := f.order(t, "rex", order.ProductAgentRecharge, 100, "rex@example.com")
 	called := false
 	_, err := f.orders.SendReceiptOnce(ctx, o.OutTradeNo, func(context.Context, store.PaymentOrder) error { called = true; return nil })
-	require.ErrorIs(t, err, store.ErrNotPaid, "an order not paid yet has no receipt")
+	require.ErrorIs(t, err, order.ErrNotPaid, "an order not paid yet has no receipt")
 	require.False(t, called)
-	f.apply(t, o, store.TradeSuccess, "4200000042")
+	f.apply(t, o, order.TradeSuccess, "4200000042")
 
 	fail := errors.New("smtp down")
 	sent, err := f.orders.SendReceiptOnce(ctx, o.OutTradeNo, func(context.Context, store.PaymentOrder) error { return fail })

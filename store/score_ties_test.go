@@ -3,13 +3,15 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
@@ -136,7 +138,7 @@ func TestUpsertRefusesAScoreNoRunOfTheGameCanMake(t *testing.T) {
 	s, _, _ := newScores(t)
 	ctx := t.Context()
 	_, err := s.Upsert(ctx, run(5, "2048", 64_815_001, 21_605_000, 1_080_250))
-	require.ErrorIs(t, err, store.ErrScoreInvalid)
+	require.ErrorIs(t, err, game.ErrScoreInvalid)
 	_, err = s.Best(ctx, "2048", 5)
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing applied")
 	_, err = s.Upsert(ctx, run(5, "2048", 64_815_000, 21_605_000, 1_080_250))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -167,9 +168,9 @@ func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail fun
 	for _, o := range orders {
 		switch {
 		case !o.Paid:
-		case o.Product == store.ProductAgentRecharge:
+		case o.Product == order.ProductAgentRecharge:
 			recharges = append(recharges, o.OutTradeNo)
-		case o.Product == store.ProductProMonth:
+		case o.Product == order.ProductProMonth:
 			fx.ProMonths++
 		}
 		if o.Paid {
@@ -186,7 +187,7 @@ func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail fun
 			fail("payment_order", err)
 		}
 		for _, r := range rows {
-			if r.Status == store.OrderPaid {
+			if r.Status == order.Paid {
 				fx.OrdersPaid++
 			}
 			if r.ReceiptSentAt != nil {

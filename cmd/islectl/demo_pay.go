@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 )
 
@@ -108,7 +109,7 @@ func (d *demo) waitApplied(ctx context.Context, outTradeNo string) bool {
 	deadline := time.Now().Add(orderPaidWait)
 	for time.Now().Before(deadline) {
 		o, err := store.NewOrders(d.db, nil).Get(ctx, outTradeNo)
-		if err == nil && o.Status != store.OrderPending {
+		if err == nil && o.Status != order.Pending {
 			return true
 		}
 		if !sleepCtx(ctx, 250*time.Millisecond) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 )
 
@@ -56,10 +57,10 @@ func (d *demo) plan() []step {
 	}
 	if d.keys != nil {
 		for i, at := range spread(n, dur, 0.03, 0.3) {
-			add(at, func(ctx context.Context) { d.buy(ctx, d.users[i], store.ProductAgentRecharge, int64(1000*(1+i%5))) })
+			add(at, func(ctx context.Context) { d.buy(ctx, d.users[i], order.ProductAgentRecharge, int64(1000*(1+i%5))) })
 		}
 		for i, at := range spread(n, dur, 0.45, 0.7) {
-			add(at, func(ctx context.Context) { d.buy(ctx, d.users[i], store.ProductProMonth, d.proPrice) })
+			add(at, func(ctx context.Context) { d.buy(ctx, d.users[i], order.ProductProMonth, d.proPrice) })
 		}
 	}
 	for i, at := range spread(n, dur, 0.25, 0.55) {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/eisland/isle/game"
 	"github.com/eisland/isle/store"
 	"github.com/shopspring/decimal"
 )
@@ -155,7 +156,7 @@ func demoPNG(w, h, user int) ([]byte, error) {
 }
 
 // play starts a session of game for u, plays a little and submits the
-// run: a plausible one for the game (doc/games.md, store.CheckRun).
+// run: a plausible one for the game (doc/games.md, game.Session.CheckRun).
 func (d *demo) play(ctx context.Context, u demoUser, game string, round int) {
 	a := d.api.do(ctx, apiCall{kind: "game sessions", method: http.MethodPost, path: "/v1/games/" + game + "/sessions", token: u.Token})
 	var sess struct {
@@ -187,12 +188,12 @@ func (d *demo) play(ctx context.Context, u demoUser, game string, round int) {
 // demoRun is a run of game played for about played: it may claim up to 5 s
 // more than the session's age, no move faster than the game allows and no
 // more points a move than it can make.
-func demoRun(game string, played time.Duration) (score, durationMs int64, moves int32) {
-	g, _ := store.LookupGame(game)
+func demoRun(gameID string, played time.Duration) (score, durationMs int64, moves int32) {
+	g, _ := game.Lookup(gameID)
 	durationMs = played.Milliseconds() + 1000 + rand.Int64N(3500)
 	fastest := 1000 / g.MovesPerSecond // ms a move at the game's pace
 	moves = int32(durationMs / (fastest * (2 + rand.Int64N(4))))
-	perMove := map[string]int64{"2048": 4 + rand.Int64N(28), "tetris": 5 + rand.Int64N(60), "snake": 1 + rand.Int64N(9)}[game]
+	perMove := map[string]int64{"2048": 4 + rand.Int64N(28), "tetris": 5 + rand.Int64N(60), "snake": 1 + rand.Int64N(9)}[gameID]
 	score = int64(moves) * min(perMove, g.PointsPerMove)
 	return score, durationMs, moves
 }

@@ -12,21 +12,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/game"
 	"github.com/stretchr/testify/require"
 )
 
 // Every run the demo submits passes the API's plausibility check for its
-// game, whatever the session's age (store.CheckRun).
+// game, whatever the session's age (game.Session.CheckRun).
 func TestDemoRunsArePlausible(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	for _, game := range demoGames {
+	for _, id := range demoGames {
 		for i := range 2000 {
 			played := time.Duration(i%1000) * time.Millisecond
-			score, durationMs, moves := demoRun(game, played)
-			sess := store.GameSession{GameID: game, StartedAt: now.Add(-played)}
-			require.NoError(t, store.CheckRun(sess, score, durationMs, moves, now), "%s: %d points, %d ms, %d moves", game, score, durationMs, moves)
+			score, durationMs, moves := demoRun(id, played)
+			sess := game.Session{GameID: id, StartedAt: now.Add(-played)}
+			require.NoError(t, sess.CheckRun(score, durationMs, moves, now), "%s: %d points, %d ms, %d moves", id, score, durationMs, moves)
 			require.Positive(t, score)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/go-sql-driver/mysql"
@@ -100,15 +101,15 @@ func setupSim(t *testing.T) simBundle {
 		}
 		return "", false
 	}
-	order := func(channel string, fen int64) store.PaymentOrder {
-		no, err := store.NewOutTradeNo(time.Now())
+	newOrder := func(channel string, fen int64) store.PaymentOrder {
+		no, err := order.NewOutTradeNo(time.Now())
 		require.NoError(t, err)
-		o := store.PaymentOrder{OutTradeNo: no, Username: "ann", ProductCode: store.ProductAgentRecharge, AmountFen: fen,
-			Currency: paynotify.CurrencyCNY, Channel: channel, Status: store.OrderPending, ExpireAt: time.Now().Add(store.OrderTTL)}
+		o := store.PaymentOrder{OutTradeNo: no, Username: "ann", ProductCode: order.ProductAgentRecharge, AmountFen: fen,
+			Currency: paynotify.CurrencyCNY, Channel: channel, Status: order.Pending, ExpireAt: time.Now().Add(order.TTL)}
 		require.NoError(t, db.Create(&o).Error)
 		return o
 	}
-	b.alipay, b.wechat = order(store.ChannelAlipay, 5000), order(store.ChannelWechat, 3000)
+	b.alipay, b.wechat = newOrder(order.ChannelAlipay, 5000), newOrder(order.ChannelWechat, 3000)
 
 	raw, err := os.ReadFile(filepath.Join(b.dir, payEnvFile))
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
@@ -246,7 +247,7 @@ func (f *badFixture) badOrders(t *testing.T) []badRequest {
 		{name: "order: amount as a string", req: req(`{"product":"agent-recharge","amountFen":"100","channel":"ALIPAY"}`), status: 400, code: c400},
 		{name: "order: fractional amount", req: req(`{"product":"agent-recharge","amountFen":1.5,"channel":"ALIPAY"}`), status: 400, code: c400},
 		{name: "order: negative amount", req: req(`{"product":"agent-recharge","amountFen":-100,"channel":"ALIPAY"}`), status: 400, code: c400},
-		{name: "order: amount past the limit", req: req(fmt.Sprintf(`{"product":"agent-recharge","amountFen":%d,"channel":"ALIPAY"}`, store.RechargeMaxFen+1)),
+		{name: "order: amount past the limit", req: req(fmt.Sprintf(`{"product":"agent-recharge","amountFen":%d,"channel":"ALIPAY"}`, order.RechargeMaxFen+1)),
 			status: 400, code: c400},
 		{name: "order: unknown channel", req: req(`{"product":"agent-recharge","amountFen":100,"channel":"PAYPAL"}`), status: 400, code: c400},
 		{name: "order: channel in lower case", req: req(`{"product":"agent-recharge","amountFen":100,"channel":"alipay"}`), status: 400, code: c400},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/stretchr/testify/require"
@@ -40,16 +41,16 @@ func TestOrderCreateAnswers201AndSetsTheKeys(t *testing.T) {
 	require.Nil(t, body["paidAt"])
 	expire, err := time.Parse(time.RFC3339Nano, body["expireAt"].(string))
 	require.NoError(t, err)
-	require.WithinDuration(t, time.Now().Add(store.OrderTTL), expire, 10*time.Second)
+	require.WithinDuration(t, time.Now().Add(order.TTL), expire, 10*time.Second)
 
 	c, k := b.redis.Client(keys.ActiveOrder.DB), b.redis.Keys()
 	for key, want := range map[string]struct {
 		v   string
 		ttl time.Duration
 	}{
-		k.Key(keys.ActiveOrder, "ann"):    {no, store.OrderTTL + store.ActiveOrderGrace},
+		k.Key(keys.ActiveOrder, "ann"):    {no, order.TTL + order.ActiveOrderGrace},
 		k.Key(keys.OrderChannel, no):      {"WECHAT", keys.PaymentChannelTTL},
-		k.Key(keys.OrderReceiptEmail, no): {"ann@example.com", store.OrderTTL + store.ReceiptEmailGrace},
+		k.Key(keys.OrderReceiptEmail, no): {"ann@example.com", order.TTL + order.ReceiptEmailGrace},
 	} {
 		require.Equal(t, want.v, c.Get(t.Context(), key).Val(), key)
 		require.InDelta(t, want.ttl.Seconds(), c.PTTL(t.Context(), key).Val().Seconds(), 10, key)
@@ -131,7 +132,7 @@ func TestOrderBadInputIs400AndCreatesNothing(t *testing.T) {
 		"channel":      `{"product":"agent-recharge","amountFen":100,"channel":"PAYPAL"}`,
 		"zero":         `{"product":"agent-recharge","amountFen":0,"channel":"ALIPAY"}`,
 		"negative":     `{"product":"agent-recharge","amountFen":-1,"channel":"ALIPAY"}`,
-		"too much":     fmt.Sprintf(`{"product":"agent-recharge","amountFen":%d,"channel":"ALIPAY"}`, store.RechargeMaxFen+1),
+		"too much":     fmt.Sprintf(`{"product":"agent-recharge","amountFen":%d,"channel":"ALIPAY"}`, order.RechargeMaxFen+1),
 		"fraction":     `{"product":"agent-recharge","amountFen":1.5,"channel":"ALIPAY"}`,
 		"pro price":    `{"product":"pro-month","amountFen":1,"channel":"ALIPAY"}`,
 		"email":        `{"product":"agent-recharge","amountFen":100,"channel":"ALIPAY","receiptEmail":"not-an-address"}`,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
@@ -22,7 +23,7 @@ import (
 // order makes a PENDING order to pay.
 func (b *testBundle) order(t *testing.T, user, channel string, fen int64) store.PaymentOrder {
 	t.Helper()
-	o, err := store.NewOrders(b.db, b.redis).Create(t.Context(), store.NewOrder{Username: user, Product: store.ProductAgentRecharge,
+	o, err := store.NewOrders(b.db, b.redis).Create(t.Context(), order.New{Username: user, Product: order.ProductAgentRecharge,
 		AmountFen: fen, Channel: channel})
 	require.NoError(t, err)
 	return o
@@ -252,8 +253,8 @@ func TestWechatRevokedNoticeClosesItsOrder(t *testing.T) {
 	orders := store.NewOrders(b.db, b.redis)
 	res, err := orders.ApplyNotify(t.Context(), m, receipts, "")
 	require.NoError(t, err)
-	require.Equal(t, store.NotifyClosed, res.Outcome)
+	require.Equal(t, order.NotifyClosed, res.Outcome)
 	after, err := orders.Get(t.Context(), o.OutTradeNo)
 	require.NoError(t, err)
-	require.Equal(t, store.OrderClosed, after.Status)
+	require.Equal(t, order.Closed, after.Status)
 }
