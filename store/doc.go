@@ -4,5 +4,8 @@
 // with a KEYS/ARGV/returns header and one typed wrapper each); locks; and the
 // start-up cleanup of volatile keys. Keys are built by package store/keys.
 //
-// store is a leaf: it imports no other Isle package but its own subpackages.
+// store persists what the rules decide: it imports the contract (topology),
+// the rules' packages (game, order) and a few generic pieces (the group
+// commit, the lease, the Lua loader), never a consumer, the API or a binary
+// (e2e/imports_test.go holds the graph).
 package store
