@@ -33,7 +33,8 @@ var ErrPublisherClosed = errors.New("messaging: publisher closed")
 // only live channels read: while the link is down a publish waits there, up
 // to its own deadline.
 type link struct {
-	url      string
+	urls     []string // tried in order; a reconnect starts after the one lost
+	at       int      // index in urls of the current or last connection
 	name     string
 	channels int
 	declare  func(*amqp.Connection) error
@@ -140,7 +141,7 @@ func (l *link) reconnect() *session {
 		s, err := l.connect(false)
 		if err == nil {
 			l.setState(true, nil)
-			l.log.Info("RabbitMQ publisher reconnected", "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
+			l.log.Info("RabbitMQ publisher reconnected", "addr", hostOf(l.urls[l.at]), "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
 			return s
 		}
 		if l.ctx.Err() != nil {
@@ -157,33 +158,16 @@ func (l *link) reconnect() *session {
 // channels start anyway (Declare still binds a queue whose arguments differ,
 // so messages are routed), unless the connection itself is gone.
 func (l *link) connect(first bool) (*session, error) {
-	var raw net.Conn
-	var stopDial func() bool
-	conn, err := amqp.DialConfig(l.url, amqp.Config{
-		Heartbeat:  heartbeat,
-		Properties: amqp.Table{"connection_name": l.name},
-		Dial: func(network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: dialTimeout}
-			c, err := d.DialContext(l.ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			if err := c.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
-				_ = c.Close()
-				return nil, err
-			}
-			// Close aborts a handshake or declaration the broker does not answer.
-			stopDial = context.AfterFunc(l.ctx, func() { _ = c.Close() })
-			raw = c
-			return coalesce(c), nil
-		},
-	})
-	if stopDial != nil {
-		defer stopDial()
+	start := 0
+	if !first {
+		start = l.at + 1
 	}
+	conn, raw, at, stopDial, err := dial(l.ctx, l.urls, start, l.name)
 	if err != nil {
-		return nil, fmt.Errorf("dial: %w", err)
+		return nil, err
 	}
+	defer stopDial()
+	l.at = at
 	s := &session{conn: conn, raw: raw}
 	s.lost = conn.NotifyClose(make(chan *amqp.Error, 1))
 	s.blocked = conn.NotifyBlocked(make(chan amqp.Blocking, 4))

@@ -21,7 +21,10 @@ const (
 
 // PublisherConfig configures a Publisher. Zero fields take the defaults.
 type PublisherConfig struct {
-	URL      string
+	URL string
+	// URLs, when set, replaces URL: the brokers of a cluster, tried in
+	// order; a lost connection is replaced by one to the next that answers.
+	URLs     []string
 	Name     string        // connection name shown by the broker
 	Timeout  time.Duration // bound on one publish, waiting for a connection and the confirm included
 	Channels int           // confirm channels; each carries many publishes in flight
@@ -71,7 +74,7 @@ func NewPublisher(cfg PublisherConfig, tp *topology.Topology, m *Metrics, log *s
 		declare = tp.Ensure
 	}
 	l, err := dialLink(&link{
-		url:      cfg.URL,
+		urls:     addresses(cfg.URL, cfg.URLs),
 		name:     cmp.Or(cfg.Name, "isle-publisher"),
 		channels: max(1, cmp.Or(cfg.Channels, PublishChannelsDefault)),
 		declare:  declare,

@@ -33,7 +33,10 @@ var ErrSubscriberClosed = errors.New("messaging: subscriber closed")
 
 // SubscriberConfig configures a Subscriber. Zero fields take the defaults.
 type SubscriberConfig struct {
-	URL      string
+	URL string
+	// URLs, when set, replaces URL: the brokers of a cluster, tried in
+	// order; a lost connection is replaced by one to the next that answers.
+	URLs     []string
 	Name     string // connection name shown by the broker
 	Prefetch int    // unacked deliveries per channel (Qos), default PrefetchDefault
 	Channels int    // channels per topic, default 1
@@ -89,6 +92,7 @@ type Subscriber struct {
 	raw     net.Conn
 	up      chan struct{} // closed while conn is set
 	keeping bool          // the keeper goroutine runs
+	at      int           // index in cfg.URLs of the current or last connection
 
 	closing    chan struct{} // closed by Close
 	closeOnce  sync.Once
@@ -108,8 +112,11 @@ func NewSubscriber(cfg SubscriberConfig, log *slog.Logger) (*Subscriber, error) 
 	cfg.Channels = cmp.Or(cfg.Channels, 1)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, ShutdownTimeoutDefault)
 	cfg.Name = cmp.Or(cfg.Name, "isle-subscriber")
-	if _, err := amqp.ParseURI(cfg.URL); err != nil {
-		return nil, fmt.Errorf("messaging: subscriber: %w", err)
+	cfg.URLs = addresses(cfg.URL, cfg.URLs)
+	for _, u := range cfg.URLs {
+		if _, err := amqp.ParseURI(u); err != nil {
+			return nil, fmt.Errorf("messaging: subscriber: %w", err)
+		}
 	}
 	s := &Subscriber{cfg: cfg, log: log, up: make(chan struct{}), closing: make(chan struct{}), shut: make(chan struct{}), kept: make(chan struct{})}
 	s.hard, s.cancelHard = context.WithCancel(context.Background())
@@ -130,10 +137,12 @@ func (s *Subscriber) connection(ctx context.Context) (*amqp.Connection, error) {
 			return nil, ErrSubscriberClosed
 		default:
 		}
-		conn, raw, err := dial(ctx, s.cfg.URL, s.cfg.Name)
+		conn, raw, at, stop, err := dial(ctx, s.cfg.URLs, 0, s.cfg.Name)
+		stop()
 		if err != nil {
 			return nil, fmt.Errorf("messaging: subscriber: %w", err)
 		}
+		s.at = at
 		s.keeping = true
 		s.setConn(conn, raw)
 		go s.keep(conn, raw)
@@ -183,8 +192,13 @@ func (s *Subscriber) keep(conn *amqp.Connection, raw net.Conn) {
 				return
 			}
 			var err error
-			if conn, raw, err = dial(context.Background(), s.cfg.URL, s.cfg.Name); err == nil {
-				s.log.Info("RabbitMQ subscriber reconnected", "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
+			var at int
+			var stop func()
+			conn, raw, at, stop, err = dial(context.Background(), s.cfg.URLs, s.at+1, s.cfg.Name)
+			stop()
+			if err == nil {
+				s.at = at
+				s.log.Info("RabbitMQ subscriber reconnected", "addr", hostOf(s.cfg.URLs[at]), "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
 				break
 			}
 			s.log.Warn("RabbitMQ subscriber could not reconnect", "attempt", attempt+1, "err", err)
