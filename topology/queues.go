@@ -22,8 +22,12 @@ type Queue struct {
 	Args map[string]any
 }
 
-// Queues lists the 22 queues of the contract, in the Spring backend's Queue Summary order.
-func (t *Topology) Queues() []Queue {
+// Queues lists the 22 queues of the contract, in the Spring backend's Queue
+// Summary order, each quorum queue with its x-queue-type (Config.QueueType).
+func (t *Topology) Queues() []Queue { return t.withType(t.queues()) }
+
+// queues lists the queues with the contract's own arguments.
+func (t *Topology) queues() []Queue {
 	var qs []Queue
 	for _, d := range t.domains {
 		main := Queue{Name: d.Queue, Domain: d.Name, Role: RoleMain, Exchange: d.Exchange, RoutingKey: d.RoutingKey}

@@ -22,6 +22,12 @@ type Config struct {
 	TypeIDs map[string]string      // __TypeId__ by record name; a missing one gets TypeIDPackage + "." + record
 	// TypeIDPackage is the Java package of the records (default DefaultTypeIDPackage).
 	TypeIDPackage string
+	// QueueType is the type of every queue: QueueClassic (default, "") or
+	// QueueQuorum. ClassicQueues names queues (prefixed) that stay classic
+	// under QueueQuorum: New refuses a quorum queue that cannot keep its
+	// arguments unless it is listed there.
+	QueueType     string
+	ClassicQueues []string
 }
 
 // DefaultTypeIDPackage is the Java package assumed for the Spring backend's records.
@@ -55,6 +61,8 @@ type Topology struct {
 	prefix    string
 	exchanges []string
 	domains   []Domain
+	queueType string          // QueueClassic or QueueQuorum
+	classic   map[string]bool // queues that stay classic under QueueQuorum
 }
 
 var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
@@ -103,6 +111,7 @@ func New(cfg Config) (*Topology, error) {
 		}
 		t.domains = append(t.domains, d)
 	}
+	errs = append(errs, t.setQueueType(cfg)...)
 	for rec := range cfg.TypeIDs {
 		if t.domainByMessage(rec) == nil {
 			errs = append(errs, fmt.Errorf("topology: type id for %q: no such message", rec))
