@@ -14,58 +14,106 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eisland/isle/topology"
 )
 
-// Client reads one virtual host.
+// Client reads one virtual host, through the first of its management URLs
+// that answers (one per node of a cluster: every node serves the whole
+// cluster's API).
 type Client struct {
-	base  *url.URL
+	bases []*url.URL
 	vhost string
 	http  *http.Client
+
+	mu sync.Mutex
+	at int // index in bases of the URL that answered last
 }
 
 // New returns a client for the management API at rawURL (credentials in its
-// userinfo) and the virtual host vhost.
+// userinfo) and the virtual host vhost. rawURL may list several URLs,
+// separated by commas (a comma inside one is written %2C): each request
+// goes to the one that answered last, and on a connection error to the
+// next ones in order.
 func New(rawURL, vhost string) (*Client, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("rabbitadmin: management URL %q is not absolute", rawURL)
+	c := &Client{vhost: vhost, http: &http.Client{Timeout: 10 * time.Second}}
+	for item := range strings.SplitSeq(rawURL, ",") {
+		u, err := url.Parse(strings.TrimSpace(item))
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("rabbitadmin: management URL %q is not absolute", redact(item))
+		}
+		c.bases = append(c.bases, u)
 	}
-	return &Client{base: u, vhost: vhost, http: &http.Client{Timeout: 10 * time.Second}}, nil
+	return c, nil
+}
+
+// redact hides the password of a URL that may not parse.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		return "…" + raw[at:]
+	}
+	return raw
 }
 
 func (c *Client) get(ctx context.Context, what string, v any) error {
 	return c.getPath(ctx, what+"/"+url.PathEscape(c.vhost), v)
 }
 
-// getPath GETs /api/{path} and decodes the JSON answer into v.
+// getPath GETs /api/{path} and decodes the JSON answer into v, from the
+// URL that answered last or, when it cannot be reached, the next ones.
 func (c *Client) getPath(ctx context.Context, path string, v any) error {
-	base := *c.base
-	base.User = nil
-	endpoint := strings.TrimSuffix(base.String(), "/") + "/api/" + path
+	c.mu.Lock()
+	start := c.at
+	c.mu.Unlock()
+	var errs []error
+	for i := range c.bases {
+		at := (start + i) % len(c.bases)
+		reached, err := c.getFrom(ctx, c.bases[at], path, v)
+		if reached {
+			c.mu.Lock()
+			c.at = at
+			c.mu.Unlock()
+			return err
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// getFrom GETs /api/{path} of base; reached is false when no answer came.
+func (c *Client) getFrom(ctx context.Context, base *url.URL, path string, v any) (reached bool, err error) {
+	plain := *base
+	plain.User = nil
+	endpoint := strings.TrimSuffix(plain.String(), "/") + "/api/" + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
 	if err != nil {
-		return err
+		return true, err
 	}
-	if c.base.User != nil {
-		pass, _ := c.base.User.Password()
-		req.SetBasicAuth(c.base.User.Username(), pass)
+	if base.User != nil {
+		pass, _ := base.User.Password()
+		req.SetBasicAuth(base.User.Username(), pass)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("rabbitadmin: %w", err)
+		return false, fmt.Errorf("rabbitadmin: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("rabbitadmin: GET %s: %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+		return true, fmt.Errorf("rabbitadmin: GET %s: %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("rabbitadmin: GET %s: %w", endpoint, err)
+		return true, fmt.Errorf("rabbitadmin: GET %s: %w", endpoint, err)
 	}
-	return nil
+	return true, nil
 }
 
 type exchange struct {
