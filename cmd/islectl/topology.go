@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/rabbitadmin"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -61,7 +62,11 @@ func runTopology(ctx context.Context, e env, args []string) error {
 }
 
 func dial(cfg config.AMQP) (*amqp.Connection, error) {
-	conn, err := amqp.DialConfig(cfg.URL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second), Properties: amqp.Table{"connection_name": "islectl"}})
+	urls := cfg.URLs
+	if len(urls) == 0 {
+		urls = []string{cfg.URL}
+	}
+	conn, _, err := messaging.DialFirst(urls, 0, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second), Properties: amqp.Table{"connection_name": "islectl"}})
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ: %w", err)
 	}

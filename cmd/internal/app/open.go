@@ -8,6 +8,7 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/keyclean"
+	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -58,12 +59,17 @@ func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.
 	return r, nil
 }
 
-// DialAMQP connects to RabbitMQ, waiting for it to come up. name shows in
+// DialAMQP connects to RabbitMQ, to the first of its addresses
+// (RABBITMQ_ADDRS) that answers, waiting for one to come up. name shows in
 // the broker's connection list.
 func DialAMQP(ctx context.Context, log *slog.Logger, cfg config.AMQP, name string) (*amqp.Connection, error) {
 	var conn *amqp.Connection
+	urls := cfg.URLs
+	if len(urls) == 0 {
+		urls = []string{cfg.URL}
+	}
 	err := retry(ctx, log, "RabbitMQ", func(context.Context) error {
-		c, err := amqp.DialConfig(cfg.URL, amqp.Config{
+		c, _, err := messaging.DialFirst(urls, 0, amqp.Config{
 			Heartbeat:  10 * time.Second,
 			Dial:       amqp.DefaultDial(10 * time.Second),
 			Properties: amqp.Table{"connection_name": name},

@@ -123,49 +123,77 @@ func loadRedisCleanup(l *loader, r *Redis) {
 // AMQP is the RabbitMQ section: the connection, the management API and the
 // wire contract's settings (name prefix, retry policies, type ids).
 type AMQP struct {
-	URL             string
+	URL             string   // of the first address
+	URLs            []string // of every address, in order (RABBITMQ_ADDRS)
 	VHost           string
 	PublishTimeout  time.Duration
 	PublishChannels int
-	ManagementURL   string // with credentials
-	Topology        topology.Config
+	// ManagementURL is the management API's URL with credentials, or
+	// several separated by commas (a comma inside one escaped as %2C), as
+	// rabbitadmin.New takes them.
+	ManagementURL string
+	Topology      topology.Config
 }
 
 func loadAMQP(l *loader) AMQP {
-	host := l.String("RABBITMQ_HOST", RabbitHostDefault, "RabbitMQ host.")
-	port := l.Int("RABBITMQ_PORT", RabbitPortDefault, 1, 65535, "RabbitMQ AMQP port.")
+	host := l.String("RABBITMQ_HOST", RabbitHostDefault, "RabbitMQ host; unused when RABBITMQ_ADDRS is set.")
+	port := l.Int("RABBITMQ_PORT", RabbitPortDefault, 1, 65535, "RabbitMQ AMQP port; unused when RABBITMQ_ADDRS is set.")
+	addrs := loadRabbitAddrs(l)
 	user := l.String("RABBITMQ_USERNAME", RabbitUserDefault,
 		"RabbitMQ user. guest suits a local broker only: deployed, each binary connects as its own user with the least permissions it needs (doc/deploy.md, RabbitMQ users).")
 	pass := l.Secret("RABBITMQ_PASSWORD", "guest", "RabbitMQ password.")
 	vhost := l.String("RABBITMQ_VHOST", RabbitVHostDefault, "RabbitMQ virtual host.")
-	u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: "/" + vhost}
-	if vhost == "/" {
-		u.Path = "/"
+	if len(addrs) == 0 {
+		addrs = []string{net.JoinHostPort(host, strconv.Itoa(port))}
+	}
+	var urls []string
+	for _, addr := range addrs {
+		u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: addr, Path: "/" + vhost}
+		if vhost == "/" {
+			u.Path = "/"
+		}
+		urls = append(urls, u.String())
 	}
 	a := AMQP{
-		URL:   u.String(),
+		URL:   urls[0],
+		URLs:  urls,
 		VHost: vhost,
 		PublishTimeout: l.Duration("RABBITMQ_PUBLISH_TIMEOUT", messaging.PublishTimeoutDefault, 100*time.Millisecond, 5*time.Minute,
 			"Longest one publish may wait for a connection and the broker's confirm; a blocked or unreachable broker then yields an error (the API answers 503)."),
 		PublishChannels: l.Int("RABBITMQ_PUBLISH_CHANNELS", messaging.PublishChannelsDefault, 1, 1024,
 			"Confirm channels each process publishes on; each carries many publishes in flight (pipelined confirms)."),
 	}
-	mgmt := l.String("RABBITMQ_MANAGEMENT_URL", ManagementURLDefault,
+	mgmts := l.List("RABBITMQ_MANAGEMENT_URL", []string{ManagementURLDefault},
 		"RabbitMQ management API, used by `islectl topology verify` to compare bindings and by balance-sync to count billing messages "+
-			"queued or unacknowledged before it adjusts a balance; the RabbitMQ user's credentials are added.")
-	if mu, err := url.Parse(mgmt); err != nil || mu.Host == "" {
-		l.failf("RABBITMQ_MANAGEMENT_URL", mgmt, "not an absolute URL")
-	} else {
+			"queued or unacknowledged before it adjusts a balance; the RabbitMQ user's credentials are added. "+
+			"For a cluster, comma-separated URLs (one per node, each serves the whole cluster), tried in order.")
+	var withCreds []string
+	for _, mgmt := range mgmts {
+		mu, err := url.Parse(mgmt)
+		if err != nil || mu.Host == "" {
+			l.failf("RABBITMQ_MANAGEMENT_URL", mgmt, "not an absolute URL")
+			continue
+		}
 		if mu.User == nil {
 			mu.User = url.UserPassword(user, pass)
 		}
-		a.ManagementURL = mu.String()
+		withCreds = append(withCreds, strings.ReplaceAll(mu.String(), ",", "%2C"))
 	}
+	if len(mgmts) == 0 {
+		l.failf("RABBITMQ_MANAGEMENT_URL", "", "not an absolute URL")
+	}
+	a.ManagementURL = strings.Join(withCreds, ",")
 	a.Topology = topology.Config{
 		Prefix: l.String("RABBITMQ_NAME_PREFIX", topology.DefaultPrefix,
 			"First segment of every exchange, queue and routing key. Change it only to run a separate fleet on one broker."),
 		TypeIDPackage: l.String("RABBITMQ_TYPE_ID_PACKAGE", topology.DefaultTypeIDPackage,
 			"Java package put before a record name in the __TypeId__ header."),
+		QueueType: l.OneOf("RABBITMQ_QUEUE_TYPE", topology.QueueClassic, topology.QueueTypes(),
+			"Type the queues are declared with: classic, as the Spring backend declares them, or quorum (replicated across a cluster's nodes). "+
+				"A live queue keeps its type: change it on both sides of the broker together (doc/contract.md, Queue type). "+
+				"With quorum, start-up refuses a queue whose arguments a quorum queue cannot keep (the replication queue's x-max-priority) unless RABBITMQ_CLASSIC_QUEUES lists it."),
+		ClassicQueues: l.List("RABBITMQ_CLASSIC_QUEUES", nil,
+			"Queues that stay classic when RABBITMQ_QUEUE_TYPE is quorum, comma-separated full names (e.g. eisland.object.replication.process.queue)."),
 		TypeIDs: make(map[string]string),
 		Retry:   loadRetry(l),
 	}
@@ -182,6 +210,22 @@ func loadAMQP(l *loader) AMQP {
 		l.errs = append(l.errs, err)
 	}
 	return a
+}
+
+// loadRabbitAddrs reads RABBITMQ_ADDRS, the nodes of a RabbitMQ cluster.
+func loadRabbitAddrs(l *loader) []string {
+	var addrs []string
+	for _, a := range l.List("RABBITMQ_ADDRS", nil,
+		"RabbitMQ cluster nodes, comma-separated host:port (e.g. 10.0.0.5:5672,10.0.0.6:5672): each connection goes to the first that answers, "+
+			"and after a loss to the next one (doc/scaling.md). Empty for the one broker at RABBITMQ_HOST:RABBITMQ_PORT.") {
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			l.failf("RABBITMQ_ADDRS", a, "want host:port with a port 1-65535 (e.g. 10.0.0.5:5672)")
+			continue
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs
 }
 
 // cutEq splits a key=value item; ok is false unless both sides are non-empty.
