@@ -17,13 +17,24 @@ const RedisTimeoutDefault = 3 * time.Second
 
 // RedisConfig selects the Redis server, the index of each logical database
 // and the global key prefix. Zero fields take the defaults.
+//
+// With SentinelAddrs set, Addr is not used: the clients ask the Sentinels
+// for the current master of SentinelMaster and follow it across failovers
+// (doc/scaling.md).
 type RedisConfig struct {
 	Addr      string // host:port, default 127.0.0.1:6379
 	Password  string
 	Timeout   time.Duration
 	Databases map[keys.DB]int // index by logical database; missing = the default
 	KeyPrefix string
+
+	SentinelAddrs    []string // host:port of each Sentinel; empty = one Redis at Addr
+	SentinelMaster   string   // the master's name in the Sentinels; required with SentinelAddrs
+	SentinelPassword string   // AUTH of the Sentinels themselves; empty for none
 }
+
+// ErrNoSentinelMaster refuses Sentinel addresses without the master's name.
+var ErrNoSentinelMaster = errors.New("store: Redis Sentinel addresses need the master's name")
 
 // Redis holds one client per distinct database index (doc/keys.md: 15 of them) and
 // the key builder. Clients connect lazily; Close closes them all.
@@ -38,30 +49,53 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout := cmp.Or(cfg.Timeout, RedisTimeoutDefault)
+	if len(cfg.SentinelAddrs) > 0 && cfg.SentinelMaster == "" {
+		return nil, ErrNoSentinelMaster
+	}
 	byIndex := make(map[int]*redis.Client)
 	r := &Redis{clients: make(map[keys.DB]*redis.Client), keys: kb}
 	for _, db := range keys.DBs() {
 		idx := db.IndexIn(cfg.Databases)
 		c := byIndex[idx]
 		if c == nil {
-			c = redis.NewClient(&redis.Options{
-				Addr:         cmp.Or(cfg.Addr, "127.0.0.1:6379"),
-				Password:     cfg.Password,
-				DB:           idx,
-				DialTimeout:  timeout,
-				ReadTimeout:  timeout,
-				WriteTimeout: timeout,
-				// Deadlines of callers' contexts bound commands too, so a
-				// caller can ask a quick answer (the API's ban check) of a
-				// Redis that does not answer.
-				ContextTimeoutEnabled: true,
-			})
+			c = newRedisClient(cfg, idx)
 			byIndex[idx] = c
 		}
 		r.clients[db] = c
 	}
 	return r, nil
+}
+
+// newRedisClient returns the client of database index idx: a plain client
+// of cfg.Addr, or with Sentinels a failover client of the master they name.
+// Both have the same timeouts and pool.
+func newRedisClient(cfg RedisConfig, idx int) *redis.Client {
+	timeout := cmp.Or(cfg.Timeout, RedisTimeoutDefault)
+	if len(cfg.SentinelAddrs) > 0 {
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            cfg.SentinelMaster,
+			SentinelAddrs:         cfg.SentinelAddrs,
+			SentinelPassword:      cfg.SentinelPassword,
+			Password:              cfg.Password,
+			DB:                    idx,
+			DialTimeout:           timeout,
+			ReadTimeout:           timeout,
+			WriteTimeout:          timeout,
+			ContextTimeoutEnabled: true,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr:         cmp.Or(cfg.Addr, "127.0.0.1:6379"),
+		Password:     cfg.Password,
+		DB:           idx,
+		DialTimeout:  timeout,
+		ReadTimeout:  timeout,
+		WriteTimeout: timeout,
+		// Deadlines of callers' contexts bound commands too, so a
+		// caller can ask a quick answer (the API's ban check) of a
+		// Redis that does not answer.
+		ContextTimeoutEnabled: true,
+	})
 }
 
 // Client returns the client of a logical database.
