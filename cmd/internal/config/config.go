@@ -9,6 +9,7 @@ package config
 //go:generate go run ./gendoc -o ../../../doc/config.md
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -87,8 +88,8 @@ func loadRedis(l *loader) Redis {
 // loadRedisServer reads the Redis section without the start-up cleanup,
 // which is then off.
 func loadRedisServer(l *loader) Redis {
-	host := l.String("REDIS_HOST", RedisHostDefault, "Redis server host.")
-	port := l.Int("REDIS_PORT", RedisPortDefault, 1, 65535, "Redis server port.")
+	host := l.String("REDIS_HOST", RedisHostDefault, "Redis server host; unused when REDIS_SENTINEL_ADDRS is set.")
+	port := l.Int("REDIS_PORT", RedisPortDefault, 1, 65535, "Redis server port; unused when REDIS_SENTINEL_ADDRS is set.")
 	r := Redis{RedisConfig: store.RedisConfig{
 		Addr:      net.JoinHostPort(host, strconv.Itoa(port)),
 		Password:  l.Secret("REDIS_PASSWORD", "", "Redis password (AUTH); empty for none."),
@@ -102,7 +103,28 @@ func loadRedisServer(l *loader) Redis {
 	if _, err := keys.NewBuilder(r.KeyPrefix); err != nil {
 		l.errs = append(l.errs, fmt.Errorf("REDIS_KEY_PREFIX: %w", err))
 	}
+	loadRedisSentinel(l, &r)
 	return r
+}
+
+// loadRedisSentinel reads the Sentinels that name the Redis master, if any
+// (doc/scaling.md).
+func loadRedisSentinel(l *loader, r *Redis) {
+	addrs := l.List("REDIS_SENTINEL_ADDRS", nil,
+		"Redis Sentinels, comma-separated host:port. Set, Isle asks them for the master named REDIS_SENTINEL_MASTER and follows it across failovers; "+
+			"REDIS_HOST and REDIS_PORT are then unused. Empty for one Redis at REDIS_HOST:REDIS_PORT.")
+	r.SentinelMaster = l.String("REDIS_SENTINEL_MASTER", "", "Name of the Redis master the Sentinels monitor; required with REDIS_SENTINEL_ADDRS.")
+	r.SentinelPassword = l.Secret("REDIS_SENTINEL_PASSWORD", "", "Password (AUTH) of the Sentinels themselves; empty for none. REDIS_PASSWORD is the master's and replicas'.")
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			l.failf("REDIS_SENTINEL_ADDRS", a, "want host:port (e.g. 10.0.0.5:26379)")
+			continue
+		}
+		r.SentinelAddrs = append(r.SentinelAddrs, a)
+	}
+	if len(addrs) > 0 && r.SentinelMaster == "" {
+		l.errs = append(l.errs, errors.New("REDIS_SENTINEL_MASTER: required when REDIS_SENTINEL_ADDRS is set"))
+	}
 }
 
 // loadRedisCleanup reads the start-up cleanup settings into r.
