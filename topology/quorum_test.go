@@ -2,7 +2,6 @@ package topology_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/eisland/isle/internal/rabbitadmin"
@@ -104,7 +103,7 @@ func TestClassicQueueCannotBeRedeclaredQuorum(t *testing.T) {
 	require.NoError(t, err)
 	err = quorum.Declare(conn)
 	var amqpErr *amqp.Error
-	require.True(t, errors.As(err, &amqpErr), "%v", err)
+	require.ErrorAs(t, err, &amqpErr)
 	require.Equal(t, amqp.PreconditionFailed, amqpErr.Code, amqpErr.Reason)
 	require.Contains(t, amqpErr.Reason, "x-queue-type")
 }
