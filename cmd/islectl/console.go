@@ -56,7 +56,7 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	defer rdb.Close()
 	log := app.NewLogger(e.progress, cfg.Log.Level, "text", "islectl")
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
-		URL: cfg.AMQP.URL, Name: "islectl-console", Timeout: cfg.AMQP.PublishTimeout, Channels: 2,
+		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "islectl-console", Timeout: cfg.AMQP.PublishTimeout, Channels: 2,
 	}, tp, nil, log)
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func replay(ctx context.Context, e env, cfg config.Islectl, tp *topology.Topolog
 		return usagef("dlq replay takes ids (email/12 ...) or --domain D --all")
 	}
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
-		URL: cfg.AMQP.URL, Name: "islectl", Timeout: cfg.AMQP.PublishTimeout, Channels: 2,
+		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "islectl", Timeout: cfg.AMQP.PublishTimeout, Channels: 2,
 	}, tp, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err

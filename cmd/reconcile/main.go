@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
 	if needsAMQP(rc, *once) {
-		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
+		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
 			EnsureOnly: true}, // the api declares the topology
 			deps.Topology, messaging.NewMetrics(reg), log)
 		if err != nil {

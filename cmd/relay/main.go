@@ -30,7 +30,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	log, deps, reg := svc.Log, svc.Deps, svc.Registry
 
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
-		URL: cfg.AMQP.URL, Name: "isle-relay-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-relay-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 		EnsureOnly: true, // the api declares the topology
 	}, deps.Topology, messaging.NewMetrics(reg), log)
 	if err != nil {

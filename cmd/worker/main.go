@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 
 	metrics := messaging.NewMetrics(reg)
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
-		URL: cfg.AMQP.URL, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
+		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 		EnsureOnly: true, // the api declares the topology
 	}, deps.Topology, metrics, log)
 	if err != nil {
@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		sub, err = newWatermillAMQPSubscriber(cfg.AMQP.URL, cfg.Worker.Prefetch, topics(selected), log)
 	} else {
 		sub, err = messaging.NewSubscriber(messaging.SubscriberConfig{
-			URL: cfg.AMQP.URL, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
+			URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
 			ShutdownTimeout: cfg.Worker.ShutdownTimeout, FinishHeld: true,
 		}, log)
 	}
