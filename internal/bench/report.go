@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 10's goals, checked on each run's own figures.
+// The goals doc/performance.md states, checked on each run's own figures.
 const (
 	goalEndToEnd   = 0.15 // usage end to end ÷ raw RabbitMQ end to end
 	goalP99At32    = 50.0 // ms, usage API at 32 in flight
