@@ -92,7 +92,8 @@ func TestIslePublishedMessageOnTheWire(t *testing.T) {
 	require.ErrorContains(t, err, "email")
 }
 
-// Seed 002 gives the replication queue priorities 0–10 (x-max-priority 10):
+// The contract gives the replication queue priorities 0–10 (x-max-priority
+// 10, doc/contract.md):
 // a Spring message of priority 10 keeps 10 through a retry.
 func TestSpringPriorityTenSurvivesRetry(t *testing.T) {
 	t.Parallel()
