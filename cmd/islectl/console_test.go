@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,7 +71,7 @@ func TestConsoleServesOnLoopback(t *testing.T) {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &storetest.LogBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"console", "-addr", "127.0.0.1:0"}, lookup, out, io.Discard) }()
 	var base string
@@ -104,21 +102,4 @@ func TestConsoleServesOnLoopback(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("islectl console did not stop")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
