@@ -80,10 +80,10 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 	var errs []error
 	for _, a := range s.sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: a})
-		addr, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		addr, err := masterOf(ctx, c)
 		_ = c.Close()
-		if err == nil && len(addr) == 2 {
-			return net.JoinHostPort(addr[0], addr[1]), nil
+		if err == nil {
+			return addr, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %v", a, err))
 	}
@@ -111,12 +111,12 @@ func (s *Sentinel) WaitFailover(old string) string {
 	s.poll("a master other than "+old, func(ctx context.Context) error {
 		for _, a := range s.sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: a})
-			addr, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+			addr, err := masterOf(ctx, c)
 			_ = c.Close()
 			if err != nil {
 				return err
 			}
-			got = net.JoinHostPort(addr[0], addr[1])
+			got = addr
 			if got == old {
 				return fmt.Errorf("sentinel %s still names %s", a, old)
 			}
@@ -205,6 +205,18 @@ func (s *Sentinel) waitUp(addr string, sentinel bool, exited <-chan struct{}) er
 	}
 }
 
+// masterOf is the primary's host:port as the Sentinel c names it.
+func masterOf(ctx context.Context, c *redis.SentinelClient) (string, error) {
+	addr, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(addr) != 2 {
+		return "", fmt.Errorf("get-master-addr-by-name answered %q", addr)
+	}
+	return net.JoinHostPort(addr[0], addr[1]), nil
+}
+
 // waitReady waits until the replica has synced and every Sentinel names
 // the primary and knows the replica and the two other Sentinels: only then
 // can they agree on a failover.
@@ -217,11 +229,11 @@ func (s *Sentinel) waitReady(primary, replica string) {
 		for _, a := range s.sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: a})
 			defer c.Close()
-			addr, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+			got, err := masterOf(ctx, c)
 			if err != nil {
 				return err
 			}
-			if got := net.JoinHostPort(addr[0], addr[1]); got != primary {
+			if got != primary {
 				return fmt.Errorf("sentinel %s names %s", a, got)
 			}
 			replicas, err := c.Replicas(ctx, SentinelMaster).Result()
