@@ -117,11 +117,11 @@ func (o *Orders) Create(ctx context.Context, n order.New) (PaymentOrder, error) 
 	}
 	err = sqltx.Transact(ctx, o.db, func(tx *gorm.DB) error {
 		var pending []PaymentOrder
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("out_trade_no", "expire_at").
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("out_trade_no", "status", "expire_at").
 			Where("username = ? AND status = ?", n.Username, order.Pending).Order("expire_at DESC").Find(&pending).Error; err != nil {
 			return err
 		}
-		if len(pending) > 0 && pending[0].ExpireAt.After(now) { // PENDING rows: active while unexpired
+		if len(pending) > 0 && pending[0].rules().Active(now) {
 			return &ErrActiveOrder{OutTradeNo: pending[0].OutTradeNo, ExpireAt: pending[0].ExpireAt}
 		}
 		return tx.Omit("id").Create(&row).Error
