@@ -62,11 +62,7 @@ func runTopology(ctx context.Context, e env, args []string) error {
 }
 
 func dial(cfg config.AMQP) (*amqp.Connection, error) {
-	urls := cfg.URLs
-	if len(urls) == 0 {
-		urls = []string{cfg.URL}
-	}
-	conn, _, err := messaging.DialFirst(urls, 0, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second), Properties: amqp.Table{"connection_name": "islectl"}})
+	conn, _, err := messaging.DialFirst(cfg.URLs, 0, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second), Properties: amqp.Table{"connection_name": "islectl"}})
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ: %w", err)
 	}

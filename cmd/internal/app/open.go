@@ -64,12 +64,8 @@ func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.
 // the broker's connection list.
 func DialAMQP(ctx context.Context, log *slog.Logger, cfg config.AMQP, name string) (*amqp.Connection, error) {
 	var conn *amqp.Connection
-	urls := cfg.URLs
-	if len(urls) == 0 {
-		urls = []string{cfg.URL}
-	}
 	err := retry(ctx, log, "RabbitMQ", func(context.Context) error {
-		c, _, err := messaging.DialFirst(urls, 0, amqp.Config{
+		c, _, err := messaging.DialFirst(cfg.URLs, 0, amqp.Config{
 			Heartbeat:  10 * time.Second,
 			Dial:       amqp.DefaultDial(10 * time.Second),
 			Properties: amqp.Table{"connection_name": name},
