@@ -110,19 +110,12 @@ func loadRedisServer(l *loader) Redis {
 // loadRedisSentinel reads the Sentinels that name the Redis master, if any
 // (doc/scaling.md).
 func loadRedisSentinel(l *loader, r *Redis) {
-	addrs := l.List("REDIS_SENTINEL_ADDRS", nil,
+	r.SentinelAddrs = l.HostPorts("REDIS_SENTINEL_ADDRS", "10.0.0.5:26379",
 		"Redis Sentinels, comma-separated host:port. Set, Isle asks them for the master named REDIS_SENTINEL_MASTER and follows it across failovers; "+
 			"REDIS_HOST and REDIS_PORT are then unused. Empty for one Redis at REDIS_HOST:REDIS_PORT.")
 	r.SentinelMaster = l.String("REDIS_SENTINEL_MASTER", "", "Name of the Redis master the Sentinels monitor; required with REDIS_SENTINEL_ADDRS.")
 	r.SentinelPassword = l.Secret("REDIS_SENTINEL_PASSWORD", "", "Password (AUTH) of the Sentinels themselves; empty for none. REDIS_PASSWORD is the master's and replicas'.")
-	for _, a := range addrs {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			l.failf("REDIS_SENTINEL_ADDRS", a, "want host:port (e.g. 10.0.0.5:26379)")
-			continue
-		}
-		r.SentinelAddrs = append(r.SentinelAddrs, a)
-	}
-	if len(addrs) > 0 && r.SentinelMaster == "" {
+	if len(r.SentinelAddrs) > 0 && r.SentinelMaster == "" {
 		l.errs = append(l.errs, errors.New("REDIS_SENTINEL_MASTER: required when REDIS_SENTINEL_ADDRS is set"))
 	}
 }
@@ -160,7 +153,9 @@ type AMQP struct {
 func loadAMQP(l *loader) AMQP {
 	host := l.String("RABBITMQ_HOST", RabbitHostDefault, "RabbitMQ host; unused when RABBITMQ_ADDRS is set.")
 	port := l.Int("RABBITMQ_PORT", RabbitPortDefault, 1, 65535, "RabbitMQ AMQP port; unused when RABBITMQ_ADDRS is set.")
-	addrs := loadRabbitAddrs(l)
+	addrs := l.HostPorts("RABBITMQ_ADDRS", "10.0.0.5:5672",
+		"RabbitMQ cluster nodes, comma-separated host:port (e.g. 10.0.0.5:5672,10.0.0.6:5672): each connection goes to the first that answers, "+
+			"and after a loss to the next one (doc/scaling.md). Empty for the one broker at RABBITMQ_HOST:RABBITMQ_PORT.")
 	user := l.String("RABBITMQ_USERNAME", RabbitUserDefault,
 		"RabbitMQ user. guest suits a local broker only: deployed, each binary connects as its own user with the least permissions it needs (doc/deploy.md, RabbitMQ users).")
 	pass := l.Secret("RABBITMQ_PASSWORD", "guest", "RabbitMQ password.")
@@ -232,22 +227,6 @@ func loadAMQP(l *loader) AMQP {
 		l.errs = append(l.errs, err)
 	}
 	return a
-}
-
-// loadRabbitAddrs reads RABBITMQ_ADDRS, the nodes of a RabbitMQ cluster.
-func loadRabbitAddrs(l *loader) []string {
-	var addrs []string
-	for _, a := range l.List("RABBITMQ_ADDRS", nil,
-		"RabbitMQ cluster nodes, comma-separated host:port (e.g. 10.0.0.5:5672,10.0.0.6:5672): each connection goes to the first that answers, "+
-			"and after a loss to the next one (doc/scaling.md). Empty for the one broker at RABBITMQ_HOST:RABBITMQ_PORT.") {
-		host, port, err := net.SplitHostPort(a)
-		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			l.failf("RABBITMQ_ADDRS", a, "want host:port with a port 1-65535 (e.g. 10.0.0.5:5672)")
-			continue
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs
 }
 
 // cutEq splits a key=value item; ok is false unless both sides are non-empty.

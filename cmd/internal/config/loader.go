@@ -104,6 +104,21 @@ func (l *loader) OptionalAddr(name, def, doc string) string {
 	return v
 }
 
+// HostPorts reads a comma-separated list of host:port, each with a host
+// and a port 1-65535; a bad item is reported by name, as in example.
+func (l *loader) HostPorts(name, example, doc string) []string {
+	var out []string
+	for _, a := range l.List(name, nil, doc) {
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			l.failf(name, a, "want host:port with a port 1-65535 (e.g. %s)", example)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 // Secret is a string that is never printed (passwords, keys).
 func (l *loader) Secret(name, def, doc string) string {
 	return read(l, Var{Name: name, Default: def, Doc: doc, Secret: true}, def, asIs)
