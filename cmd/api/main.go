@@ -22,7 +22,7 @@ func main() { app.Main("api", run) }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool)) error {
 	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.API]{
-		Name: "api", Load: config.LoadAPI, Warn: warn,
+		Name: "api", Load: loadAPI, Warn: warn,
 		Log: func(c *config.API) config.Log { return c.Log },
 		Needs: func(c *config.API) app.Needs {
 			return app.Needs{MySQL: &c.MySQL, Redis: &c.Redis, AMQP: &c.AMQP, Declare: true}
@@ -82,9 +82,6 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	go api.WatchBans(ctx)
 
-	if cfg.Log.Pprof && cfg.HTTP.OpsAddr == "" {
-		return errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
-	}
 	ops, err := svc.ServeOps(cfg.HTTP.OpsAddr)
 	if err != nil {
 		return err
@@ -171,4 +168,14 @@ func gateways(p config.Payments) (*paynotify.AlipayVerifier, *paynotify.WechatVe
 		}
 	}
 	return alipay, wechat, nil
+}
+
+// loadAPI is config.LoadAPI, refusing a profiler with no operations
+// address before anything is opened: it is never served on the API's own.
+func loadAPI(lookupEnv func(string) (string, bool)) (config.API, error) {
+	cfg, err := config.LoadAPI(lookupEnv)
+	if err == nil && cfg.Log.Pprof && cfg.HTTP.OpsAddr == "" {
+		err = errors.New("PPROF_ENABLED=true needs API_OPS_ADDR: the profiler is never served on the API's own address")
+	}
+	return cfg, err
 }
