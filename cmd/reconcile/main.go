@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 	}
 	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
-	if needsAMQP(rc, *once) {
+	if deps.AMQP != nil { // Needs asked for RabbitMQ: a job publishes
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
 			EnsureOnly: true}, // the api declares the topology
 			deps.Topology, messaging.NewMetrics(reg), log)
