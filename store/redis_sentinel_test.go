@@ -90,17 +90,11 @@ func TestRedisSentinelFailover(t *testing.T) {
 	// Connections to the dead master fail until the client has asked the
 	// Sentinels again: retry the write until it lands, within the same
 	// ceiling as the failover.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	require.Eventually(t, func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = c.Set(wctx, after, "written", 0).Err()
-		cancel()
-		if err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no write through the new master: %v", err)
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer cancel()
+		return c.Set(wctx, after, "written", 0).Err() == nil
+	}, time.Minute, 50*time.Millisecond, "no write through the new master")
 	t.Logf("the client wrote again %v after the kill", time.Since(killed).Round(time.Millisecond))
 
 	for key, want := range map[string]string{before: "kept", after: "written"} {
