@@ -33,9 +33,11 @@ func OpenMySQL(ctx context.Context, log *slog.Logger, cfg store.MySQLConfig) (*g
 	return db, nil
 }
 
-// OpenRedis opens the clients, waits for Redis to answer and, when
+// OpenRedis opens the clients (go-redis's own log lines go to log), waits
+// for Redis to answer and, when
 // configured, deletes the volatile keys (doc/keys.md: caches are deleted at start-up).
 func OpenRedis(ctx context.Context, log *slog.Logger, cfg config.Redis) (*store.Redis, error) {
+	store.LogRedisTo(log)
 	r, err := store.OpenRedis(cfg.RedisConfig)
 	if err != nil {
 		return nil, err
