@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -31,13 +32,17 @@ type loadEnv struct {
 	admin  string            // admin token: only admins see where the stores keep an object
 	keys   paynotify.TestKeys
 	client *http.Client
+	// notifyTries is how many times a payment callback is sent until
+	// answered success (0: three, 500 ms apart).
+	notifyTries int
 }
 
-// call sends one request and returns the status (0: no answer) and body.
-func (l *loadEnv) call(ctx context.Context, method, path, token, ctype string, body []byte, rnd *rand.Rand) (int, []byte) {
+// call sends one request and returns the status (0: no answer), the body
+// and how long the answer took.
+func (l *loadEnv) call(ctx context.Context, method, path, token, ctype string, body []byte, rnd *rand.Rand) (int, []byte, time.Duration) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+l.addr+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil
+		return 0, nil, 0
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -47,13 +52,14 @@ func (l *loadEnv) call(ctx context.Context, method, path, token, ctype string, b
 	}
 	// Each client its own address: the per-IP limits are not what is tested.
 	req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", rnd.IntN(256), rnd.IntN(256), 1+rnd.IntN(254)))
+	began := time.Now()
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, nil
+		return 0, nil, time.Since(began)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, raw
+	return resp.StatusCode, raw, time.Since(began)
 }
 
 // charge is one usage request and what the client was told.
@@ -101,15 +107,33 @@ type record struct {
 	uploads []upload
 	scores  []submission
 	http    map[string]map[int]int // domain → status → count
+	answers []answer               // every answer, in the order they came
 }
 
-func (r *record) status(domain string, st int) {
+// answer is one response of the API and when it came.
+type answer struct {
+	at     time.Time
+	took   time.Duration
+	domain string
+	status int // 0: none
+	// refused: the request was not taken (a 5xx, no answer, or "fail" to a
+	// payment callback); deferred: a charge taken whose messages wait in
+	// the outbox for the broker (doc/money.md).
+	refused, deferred bool
+}
+
+// status records one answer of domain (status st, body raw).
+func (r *record) status(domain string, st int, raw []byte, took time.Duration) {
+	a := answer{at: time.Now(), took: took, domain: domain, status: st,
+		refused:  st == 0 || st >= 500 || string(raw) == "fail",
+		deferred: bytes.Contains(raw, []byte(`"ledger":"deferred"`))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.http[domain] == nil {
 		r.http[domain] = map[int]int{}
 	}
 	r.http[domain][st]++
+	r.answers = append(r.answers, a)
 }
 
 // chargeLoop posts usage charges for users until ctx ends.
@@ -117,7 +141,7 @@ func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string
 	for n := 0; ctx.Err() == nil; n++ {
 		c := charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("c%d-%d", g, n)}
 		body := fmt.Sprintf(`{"requestId":%q,"username":%q,"modelName":"gpt-test","inputTokens":%d,"outputTokens":%d}`, c.id, c.user, 1+rnd.IntN(400), rnd.IntN(100))
-		st, raw := l.call(ctx, http.MethodPost, "/v1/agent/usage", l.svc, "application/json", []byte(body), rnd)
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/agent/usage", l.svc, "application/json", []byte(body), rnd)
 		if ctx.Err() != nil && st == 0 {
 			return // cut off by the end of the load: not a request the check knows about
 		}
@@ -134,7 +158,7 @@ func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string
 			_ = json.Unmarshal(raw, &e)
 			c.unknown = e.Error.Reason == "outcome_unknown"
 		}
-		rec.status("billing", st)
+		rec.status("billing", st, raw, took)
 		rec.mu.Lock()
 		rec.charges = append(rec.charges, c)
 		rec.mu.Unlock()
@@ -142,14 +166,17 @@ func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string
 }
 
 // payLoop recharges user through orders paid by signed Alipay callbacks,
-// each sent up to three times until answered success (as Alipay resends),
+// each sent until answered success, up to notifyTries times (as Alipay resends),
 // sometimes twice at once.
 func (l *loadEnv) payLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
 	for n := 0; ctx.Err() == nil; n++ {
 		p := paid{user: user, email: user + "@chaos.test", fen: 100 + rnd.Int64N(5000)}
 		body, _ := json.Marshal(map[string]any{"product": "agent-recharge", "amountFen": p.fen, "channel": "ALIPAY", "receiptEmail": p.email})
-		st, raw := l.call(ctx, http.MethodPost, "/v1/payments/orders", l.tokens[user], "application/json", body, rnd)
-		rec.status("payments", st)
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/payments/orders", l.tokens[user], "application/json", body, rnd)
+		if ctx.Err() != nil && st == 0 {
+			return
+		}
+		rec.status("payments", st, raw, took)
 		if st != http.StatusCreated {
 			sleep(ctx, 200*time.Millisecond)
 			continue
@@ -169,14 +196,18 @@ func (l *loadEnv) payLoop(ctx context.Context, rnd *rand.Rand, user string, rec 
 		}
 		form.Set("sign_type", "RSA2")
 		form.Set("sign", sig)
-		for attempt := 0; attempt < 3 && !p.accepted && ctx.Err() == nil; attempt++ {
+		for attempt := 0; attempt < cmp.Or(l.notifyTries, 3) && !p.accepted && ctx.Err() == nil; attempt++ {
 			copies := 1 + rnd.IntN(2)
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			for range copies {
+				crnd := rand.New(rand.NewPCG(rnd.Uint64(), 1)) // drawn here: rnd is not safe for concurrent use
 				wg.Go(func() {
-					st, raw := l.call(ctx, http.MethodPost, "/v1/payments/notify/alipay", "", "application/x-www-form-urlencoded", []byte(form.Encode()), rand.New(rand.NewPCG(rnd.Uint64(), 1)))
-					rec.status("payments", st)
+					st, raw, took := l.call(ctx, http.MethodPost, "/v1/payments/notify/alipay", "", "application/x-www-form-urlencoded", []byte(form.Encode()), crnd)
+					if ctx.Err() != nil && st == 0 {
+						return
+					}
+					rec.status("payment callbacks", st, raw, took)
 					if st == http.StatusOK && string(raw) == "success" {
 						mu.Lock()
 						p.accepted = true
@@ -202,12 +233,12 @@ func (l *loadEnv) payLoop(ctx context.Context, rnd *rand.Rand, user string, rec 
 func (l *loadEnv) codeLoop(ctx context.Context, rnd *rand.Rand, rec *record, g int) {
 	for n := 0; ctx.Err() == nil; n++ {
 		c := code{email: fmt.Sprintf("code-%d-%d@chaos.test", g, n)}
-		st, _ := l.call(ctx, http.MethodPost, "/v1/auth/email-codes", "", "application/json",
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/auth/email-codes", "", "application/json",
 			fmt.Appendf(nil, `{"email":%q,"scene":"LOGIN"}`, c.email), rnd)
 		if ctx.Err() != nil && st == 0 {
 			return
 		}
-		rec.status("email", st)
+		rec.status("email", st, raw, took)
 		c.accepted = st == http.StatusAccepted
 		rec.mu.Lock()
 		rec.codes = append(rec.codes, c)
@@ -221,8 +252,8 @@ func (l *loadEnv) codeLoop(ctx context.Context, rnd *rand.Rand, rec *record, g i
 func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, rec *record) {
 	for n := 0; n < 5 && ctx.Err() == nil; n++ {
 		body := images.SamplePNG(1000+rnd.IntN(200_000), rnd.Uint64()) // uploads are images, by their bytes
-		st, raw := l.call(ctx, http.MethodPost, "/v1/objects?kind=wallpaper&name=w"+strconv.Itoa(n)+".png", l.tokens[user], "image/png", body, rnd)
-		rec.status("objects", st)
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/objects?kind=wallpaper&name=w"+strconv.Itoa(n)+".png", l.tokens[user], "image/png", body, rnd)
+		rec.status("objects", st, raw, took)
 		if st == http.StatusCreated {
 			var a struct{ ID uint64 }
 			if json.Unmarshal(raw, &a) == nil {
@@ -240,8 +271,8 @@ func (l *loadEnv) uploadLoop(ctx context.Context, rnd *rand.Rand, user string, r
 // a move (doc/games.md).
 func (l *loadEnv) scoreLoop(ctx context.Context, rnd *rand.Rand, user string, uid int64, rec *record) {
 	for n := 0; ctx.Err() == nil; n++ {
-		st, raw := l.call(ctx, http.MethodPost, "/v1/games/2048/sessions", l.tokens[user], "application/json", []byte("{}"), rnd)
-		rec.status("scores", st)
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/games/2048/sessions", l.tokens[user], "application/json", []byte("{}"), rnd)
+		rec.status("scores", st, raw, took)
 		var s struct{ SessionID string }
 		if st != http.StatusCreated || json.Unmarshal(raw, &s) != nil {
 			sleep(ctx, 200*time.Millisecond)
@@ -250,11 +281,11 @@ func (l *loadEnv) scoreLoop(ctx context.Context, rnd *rand.Rand, user string, ui
 		sub := submission{user: user, uid: uid, score: rnd.Int64N(60*50 + 1)}
 		body := fmt.Appendf(nil, `{"submitId":"%s-%d","sessionId":%q,"score":%d,"durationMs":2000,"moves":50,"clientVersion":"chaos"}`,
 			user, n, s.SessionID, sub.score)
-		st, _ = l.call(ctx, http.MethodPost, "/v1/games/2048/scores", l.tokens[user], "application/json", body, rnd)
+		st, raw, took = l.call(ctx, http.MethodPost, "/v1/games/2048/scores", l.tokens[user], "application/json", body, rnd)
 		if ctx.Err() != nil && st == 0 {
 			return
 		}
-		rec.status("scores", st)
+		rec.status("scores", st, raw, took)
 		sub.accepted = st == http.StatusAccepted
 		rec.mu.Lock()
 		rec.scores = append(rec.scores, sub)
@@ -276,7 +307,7 @@ const chaosAlipayApp = "2021000000000077"
 // objectState reads an object through the API as an admin: its owner is
 // not shown where the stores keep it.
 func (l *loadEnv) objectState(user string, id uint64) (replication, replicaURL string) {
-	st, raw := l.call(context.Background(), http.MethodGet, fmt.Sprintf("/v1/objects/%d", id), l.admin, "", nil, rand.New(rand.NewPCG(id, 7)))
+	st, raw, _ := l.call(context.Background(), http.MethodGet, fmt.Sprintf("/v1/objects/%d", id), l.admin, "", nil, rand.New(rand.NewPCG(id, 7)))
 	if st != http.StatusOK {
 		return fmt.Sprintf("HTTP %d", st), ""
 	}

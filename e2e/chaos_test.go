@@ -28,6 +28,7 @@ import (
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -57,83 +58,24 @@ func TestChaos(t *testing.T) {
 	dsn := storetest.MySQLDSN(t)
 	e := newFleetEnv(t, dsn)
 	d := newDeps(t, map[string]string{"mysql": mysqlAddr(t, dsn), "redis": storetest.RedisAddr(), "rabbitmq": amqpAddr(t, storetest.AMQPURL())})
-	sink := newMailSink(t)
-	pk, err := paynotify.GenerateTestKeys()
-	require.NoError(t, err)
-	out, code := islectl(t, e, "migrate")
-	require.Zero(t, code, out)
-	out, code = islectl(t, e, "pricing", "set", "gpt-test", "-input", "1234.5678", "-output", "4000")
-	require.Zero(t, code, out)
-	db, err := store.OpenMySQL(store.MySQLConfig{DSN: dsn})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.CloseMySQL(db) })
 	rdb, err := store.OpenRedis(store.RedisConfig{Addr: storetest.RedisAddr(), KeyPrefix: e["REDIS_KEY_PREFIX"]})
 	require.NoError(t, err)
 	t.Cleanup(func() { storetest.Wipe(t, rdb); rdb.Close() })
-	tp, err := topology.New(topology.Config{Prefix: e["RABBITMQ_NAME_PREFIX"]})
-	require.NoError(t, err)
-
 	billing, payers, uploaders, players := chaosUsers("bill", 20), chaosUsers("pay", 8), chaosUsers("obj", 10), chaosUsers("game", 10)
-	opening := decimal.NewFromInt(5_000_000)
-	accounts := store.NewAccounts(db)
-	uids := map[string]int64{}
-	for _, u := range slices.Concat(billing, payers, uploaders, players) {
-		a, err := accounts.Create(context.Background(), u, u+"@chaos.test", opening)
-		require.NoError(t, err)
-		uids[u] = int64(a.ID)
-	}
+	w := newChaosWorld(t, e, rdb, slices.Concat(billing, payers, uploaders, players))
 
 	// The fleet's environment: every service through its proxy.
-	fe := maps.Clone(e)
+	fe := w.fleetEnv(t)
 	host, port, _ := net.SplitHostPort(d.addr("redis"))
 	fe["REDIS_HOST"], fe["REDIS_PORT"] = host, port
 	host, port, _ = net.SplitHostPort(d.addr("rabbitmq"))
 	fe["RABBITMQ_HOST"], fe["RABBITMQ_PORT"] = host, port
 	fe["MYSQL_DSN"] = viaProxy(t, dsn, d.addr("mysql"))
-	fe["RABBITMQ_PUBLISH_TIMEOUT"] = "2s"
-	fe["EMAIL_MAILER_URL"] = "smtp://" + sink.addr + "?tls=none&from=no-reply%40isle.test"
-	fe["PAYMENT_ALIPAY_PUBLIC_KEY"], fe["PAYMENT_ALIPAY_APP_ID"] = pk.AlipayPublicPEM, chaosAlipayApp
-	fe["API_TRUSTED_PROXIES"] = "127.0.0.1" // the load connects from loopback, as through a local proxy (doc/edge.md)
-	fe["API_ADDR"] = freeAddr(t)
-	fe["GAME_SCORE_SUBMIT_PER_MINUTE"] = "1000"
-	fe["BALANCE_SYNC_SCHEDULE"] = "@every 5s"
-	fe["BALANCE_SYNC_PENDING_AGE"] = "10s"
-	fe["OBJECT_REPLICATION_BACKFILL_ENABLED"] = "true"
-	fe["OBJECT_REPLICATION_BACKFILL_INTERVAL_MS"] = "2000"
-	fe["OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS"] = "20000"
-	fe["WORKER_SHUTDOWN_TIMEOUT"] = "10s"
-
-	worker := func(kind, handlers string) *member {
-		return &member{name: "worker " + kind, bin: "worker", args: []string{"-handlers", handlers}, env: fe, ready: "worker started"}
-	}
-	api := &member{name: "api", bin: "api", env: fe, ready: "api started"}
-	workers := []*member{
-		worker("billing", "agent-billing,agent-usage-stats"),
-		worker("payments", "payment-notify,payment-receipt,email"),
-		worker("objects", "object-replication,identity-material"),
-		worker("game", "mini-game-score"),
-		worker("dlq", "dlq"),
-	}
-	relay := &member{name: "relay", bin: "relay", env: fe, ready: "relay started"}
-	reconciler := &member{name: "reconcile", bin: "reconcile", env: fe, ready: "reconcile started"}
-	fleet := slices.Concat([]*member{api, relay, reconciler}, workers)
-	for _, m := range fleet {
-		m.start(t)
-	}
+	fleet := newChaosFleet(fe)
+	fleet.start(t)
 
 	// The load.
-	tokens := map[string]string{}
-	for _, u := range slices.Concat(payers, uploaders, players) {
-		tok, code := islectl(t, e, "token", "-user", u)
-		require.Zero(t, code, tok)
-		tokens[u] = strings.TrimSpace(tok)
-	}
-	svc, code := islectl(t, e, "token", "-user", "agent-gateway", "-role", "service")
-	require.Zero(t, code, svc)
-	admin, code := islectl(t, e, "token", "-user", "chaos-ops", "-role", "admin")
-	require.Zero(t, code, admin)
-	l := &loadEnv{addr: fe["API_ADDR"], tokens: tokens, svc: strings.TrimSpace(svc), admin: strings.TrimSpace(admin), keys: pk,
-		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	l := w.load(t, fe["API_ADDR"], slices.Concat(payers, uploaders, players))
 	rec := &record{http: map[string]map[int]int{}}
 	loadStart := time.Now()
 	ctx, stopLoad := context.WithTimeout(context.Background(), loadFor)
@@ -159,49 +101,169 @@ func TestChaos(t *testing.T) {
 	}
 	for _, u := range players {
 		r := rng()
-		wg.Go(func() { l.scoreLoop(ctx, r, u, uids[u], rec) })
+		wg.Go(func() { l.scoreLoop(ctx, r, u, w.uids[u], rec) })
 	}
 
 	// The faults, one after another at seeded times while the load runs.
-	fr := &faultRun{t: t, d: d, rdb: rdb, workers: workers, relay: relay, reconciler: reconciler, rnd: rng(),
+	fr := &faultRun{t: t, d: d, rdb: rdb, workers: fleet.workers, relay: fleet.relay, reconciler: fleet.reconciler, rnd: rng(),
 		log: &faultLog{}, snapshot: storetest.TakeSnapshot(t, rdb), brokerDone: !*chaosBroker}
 	fr.run(ctx, loadStart, loadFor)
-	faults := fr.log
 	wg.Wait()
-	t.Logf("load over after %s; %d faults: %s", loadFor, len(faults.list), strings.Join(faults.list, "; "))
+	t.Logf("load over after %s; %d faults: %s", loadFor, len(fr.log.list), strings.Join(fr.log.list, "; "))
 
-	// Drain: every process up, every queue empty for a while, the
-	// reconciler's jobs run once more, then the checks.
-	for _, m := range fleet {
+	conn, _ := storetest.AMQP(t)
+	w.settle(t, conn, fleet, l, rec, seed, fr.log.list)
+}
+
+// chaosWorld is what a fault run sets up before its fleet starts: the
+// schema and a price, the accounts with their opening balance, the payment
+// keys and the mail sink; db, rdb and tp are how the checks reach the
+// services.
+type chaosWorld struct {
+	e    fleetEnv // the services as the test and islectl reach them
+	db   *gorm.DB
+	rdb  *store.Redis
+	tp   *topology.Topology
+	sink *mailSink
+	pk   paynotify.TestKeys
+	uids map[string]int64 // user → account id
+}
+
+func newChaosWorld(t *testing.T, e fleetEnv, rdb *store.Redis, users []string) *chaosWorld {
+	t.Helper()
+	w := &chaosWorld{e: e, rdb: rdb, sink: newMailSink(t), uids: map[string]int64{}}
+	var err error
+	w.pk, err = paynotify.GenerateTestKeys()
+	require.NoError(t, err)
+	out, code := islectl(t, e, "migrate")
+	require.Zero(t, code, out)
+	out, code = islectl(t, e, "pricing", "set", "gpt-test", "-input", "1234.5678", "-output", "4000")
+	require.Zero(t, code, out)
+	w.db, err = store.OpenMySQL(store.MySQLConfig{DSN: e["MYSQL_DSN"]})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.CloseMySQL(w.db) })
+	w.tp, err = topology.New(topology.Config{Prefix: e["RABBITMQ_NAME_PREFIX"]})
+	require.NoError(t, err)
+	accounts := store.NewAccounts(w.db)
+	for _, u := range users {
+		a, err := accounts.Create(context.Background(), u, u+"@chaos.test", decimal.NewFromInt(5_000_000))
+		require.NoError(t, err)
+		w.uids[u] = int64(a.ID)
+	}
+	return w
+}
+
+// fleetEnv is the fleet's environment before it is pointed at its
+// services: the mail sink, the payment keys, short schedules for the
+// reconciler's jobs, and a free address for the API.
+func (w *chaosWorld) fleetEnv(t *testing.T) fleetEnv {
+	t.Helper()
+	fe := maps.Clone(w.e)
+	fe["RABBITMQ_PUBLISH_TIMEOUT"] = "2s"
+	fe["EMAIL_MAILER_URL"] = "smtp://" + w.sink.addr + "?tls=none&from=no-reply%40isle.test"
+	fe["PAYMENT_ALIPAY_PUBLIC_KEY"], fe["PAYMENT_ALIPAY_APP_ID"] = w.pk.AlipayPublicPEM, chaosAlipayApp
+	fe["API_TRUSTED_PROXIES"] = "127.0.0.1" // the load connects from loopback, as through a local proxy (doc/edge.md)
+	fe["API_ADDR"] = freeAddr(t)
+	fe["GAME_SCORE_SUBMIT_PER_MINUTE"] = "1000"
+	fe["BALANCE_SYNC_SCHEDULE"] = "@every 5s"
+	fe["BALANCE_SYNC_PENDING_AGE"] = "10s"
+	fe["OBJECT_REPLICATION_BACKFILL_ENABLED"] = "true"
+	fe["OBJECT_REPLICATION_BACKFILL_INTERVAL_MS"] = "2000"
+	fe["OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS"] = "20000"
+	fe["WORKER_SHUTDOWN_TIMEOUT"] = "10s"
+	return fe
+}
+
+// load is the clients' side: a token for each of users, the service's
+// token for charges, an admin's for reading objects.
+func (w *chaosWorld) load(t *testing.T, apiAddr string, users []string) *loadEnv {
+	t.Helper()
+	tokens := map[string]string{}
+	for _, u := range users {
+		tok, code := islectl(t, w.e, "token", "-user", u)
+		require.Zero(t, code, tok)
+		tokens[u] = strings.TrimSpace(tok)
+	}
+	svc, code := islectl(t, w.e, "token", "-user", "agent-gateway", "-role", "service")
+	require.Zero(t, code, svc)
+	admin, code := islectl(t, w.e, "token", "-user", "chaos-ops", "-role", "admin")
+	require.Zero(t, code, admin)
+	return &loadEnv{addr: apiAddr, tokens: tokens, svc: strings.TrimSpace(svc), admin: strings.TrimSpace(admin), keys: w.pk,
+		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+// chaosFleet is the supervised binaries of a fault run: one of each, and a
+// worker per kind of work.
+type chaosFleet struct {
+	api, relay, reconciler *member
+	workers                []*member
+}
+
+func newChaosFleet(fe fleetEnv) *chaosFleet {
+	worker := func(kind, handlers string) *member {
+		return &member{name: "worker " + kind, bin: "worker", args: []string{"-handlers", handlers}, env: fe, ready: "worker started"}
+	}
+	return &chaosFleet{
+		api:        &member{name: "api", bin: "api", env: fe, ready: "api started"},
+		relay:      &member{name: "relay", bin: "relay", env: fe, ready: "relay started"},
+		reconciler: &member{name: "reconcile", bin: "reconcile", env: fe, ready: "reconcile started"},
+		workers: []*member{
+			worker("billing", "agent-billing,agent-usage-stats"),
+			worker("payments", "payment-notify,payment-receipt,email"),
+			worker("objects", "object-replication,identity-material"),
+			worker("game", "mini-game-score"),
+			worker("dlq", "dlq"),
+		},
+	}
+}
+
+func (f *chaosFleet) members() []*member {
+	return slices.Concat([]*member{f.api, f.relay, f.reconciler}, f.workers)
+}
+
+func (f *chaosFleet) start(t *testing.T) {
+	t.Helper()
+	for _, m := range f.members() {
+		m.start(t)
+	}
+}
+
+// settle ends a fault run once its load is over: every process up, every
+// queue (asked on conn) and outbox drained, the reconciler's jobs run once
+// more, then every invariant checked; it prints the table and fails the
+// test on a lost or doubled effect or on money that does not add up.
+func (w *chaosWorld) settle(t *testing.T, conn *amqp.Connection, fleet *chaosFleet, l *loadEnv, rec *record, seed uint64, faults []string) {
+	t.Helper()
+	for _, m := range fleet.members() {
 		require.True(t, m.alive(), "%s is running", m.name)
 	}
 	loadEnded := time.Now()
-	drain(t, tp, db, 3*time.Minute)
+	drain(t, conn, w.tp, w.db, 3*time.Minute)
 	// A replication task stuck by a fault is republished once it is older
 	// than the backfill's threshold (more than the 15 s retry delay).
 	time.Sleep(time.Until(loadEnded.Add(17 * time.Second)))
-	rc := maps.Clone(fe)
+	rc := maps.Clone(fleet.reconciler.env)
 	maps.Copy(rc, fleetEnv{"BALANCE_SYNC_PENDING_AGE": "1ms", "BALANCE_SYNC_CONFIRM_DELAY": "0", "BALANCE_SYNC_QUIET_PERIOD": "1ms",
 		"OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS": "16000"})
 	for _, job := range []string{"balance-sync", "replication-backfill"} {
 		t.Log(strings.TrimSpace(reconcileOnce(t, rc, job)))
 	}
-	drain(t, tp, db, 2*time.Minute)
+	drain(t, conn, w.tp, w.db, 2*time.Minute)
 	final := reconcileOnce(t, rc, "balance-sync")
 	t.Log(strings.TrimSpace(final))
 
-	table := checkChaos(t, l, rec, sink, db, rdb, tp, uids)
+	table := checkChaos(t, l, rec, w.sink, w.db, w.rdb, w.tp, w.uids)
 	var adj struct {
 		N   int
 		Sum decimal.Decimal
 	}
-	require.NoError(t, db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(amount_fen), 0) AS sum FROM agent_ledger WHERE kind = 'ADJUST'").Scan(&adj).Error)
+	require.NoError(t, w.db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(amount_fen), 0) AS sum FROM agent_ledger WHERE kind = 'ADJUST'").Scan(&adj).Error)
 	result := "?"
 	if m := regexp.MustCompile(`"result":(\{[^}]*\})`).FindStringSubmatch(final); m != nil {
 		result = m[1]
 	}
 	table.row("reconciler", 0, 0, fmt.Sprintf("ADJUST rows %d (Σ %s fen); last balance-sync %s", adj.N, adj.Sum.StringFixed(8), result))
-	table.faults = faults.list
+	table.faults = faults
 	table.seed = seed
 	table.print(os.Stdout)
 	require.Zero(t, table.lost, "lost accepted requests")
@@ -323,9 +385,8 @@ func (f *faultLog) add(s string) {
 // outbox row published, for 3 s: a message still in the outbox (a relay
 // killed with a claimed batch, a publish backing off) is not yet where the
 // checks look.
-func drain(t *testing.T, tp *topology.Topology, db *gorm.DB, timeout time.Duration) {
+func drain(t *testing.T, conn *amqp.Connection, tp *topology.Topology, db *gorm.DB, timeout time.Duration) {
 	t.Helper()
-	conn, _ := storetest.AMQP(t)
 	var queues []string
 	for _, d := range tp.Domains() {
 		queues = append(queues, d.Queue)
@@ -567,7 +628,8 @@ func (k chaosCheck) payments(sink *mailSink, distinct, deliveries map[string]int
 		}
 		resent += deliveries[email] - distinct[email]
 	}
-	c.row("payments (recharge callbacks)", accepted, effects, fmt.Sprintf("receipts recorded %d; same receipt delivered again %d (one Message-ID); answers %v", receipts, resent, rec.http["payments"]))
+	c.row("payments (recharge callbacks)", accepted, effects, fmt.Sprintf("receipts recorded %d; same receipt delivered again %d (one Message-ID); orders answered %v; callbacks %v",
+		receipts, resent, rec.http["payments"], rec.http["payment callbacks"]))
 
 }
 
