@@ -3,10 +3,13 @@ package correlation
 import (
 	"context"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Handler returns h adding request_id and trace_id to each record whose
-// context carries them (WithRequestID, WithTraceID); a record logged
+// Handler returns h adding request_id, correlation_id, and an
+// OpenTelemetry span's trace_id and span_id, to each record whose context
+// carries them (WithRequestID, WithCorrelationID, a span); a record logged
 // without a context, or with one that carries neither, is h's alone. The
 // ids are top-level attributes even when the logger has opened groups.
 // Only the *Context logging methods (InfoContext, ...) hand a context
@@ -72,8 +75,11 @@ func attrs(ctx context.Context) []slog.Attr {
 	if id := RequestID(ctx); id != "" {
 		out = append(out, slog.String(RequestIDAttr, id))
 	}
-	if id := TraceID(ctx); id != "" {
-		out = append(out, slog.String(TraceIDAttr, id))
+	if id := CorrelationID(ctx); id != "" {
+		out = append(out, slog.String(CorrelationIDAttr, id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		out = append(out, slog.String(TraceIDAttr, sc.TraceID().String()), slog.String(SpanIDAttr, sc.SpanID().String()))
 	}
 	return out
 }

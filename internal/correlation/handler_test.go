@@ -12,6 +12,7 @@ import (
 
 	"github.com/eisland/isle/internal/correlation"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // jsonLogger logs to buf through the wrapper, at debug level.
@@ -36,21 +37,44 @@ func TestHandlerAddsTheIDsTheContextCarries(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	log := jsonLogger(&buf)
-	ctx := correlation.WithTraceID(correlation.WithRequestID(context.Background(), "req-1"), "trace-1")
+	ctx := correlation.WithCorrelationID(correlation.WithRequestID(context.Background(), "req-1"), "trace-1")
 	log.InfoContext(ctx, "both", "n", 1)
 	log.WarnContext(correlation.WithRequestID(context.Background(), "req-2"), "request only")
-	log.DebugContext(correlation.WithTraceID(context.Background(), "trace-3"), "trace only")
+	log.DebugContext(correlation.WithCorrelationID(context.Background(), "trace-3"), "trace only")
 	log.InfoContext(context.Background(), "neither")
 	log.Info("no context")
 	log.InfoContext(correlation.WithRequestID(context.Background(), ""), "empty id")
 
 	require.Equal(t, []map[string]any{
-		{"level": "INFO", "msg": "both", "n": 1.0, "request_id": "req-1", "trace_id": "trace-1"},
+		{"level": "INFO", "msg": "both", "n": 1.0, "request_id": "req-1", "correlation_id": "trace-1"},
 		{"level": "WARN", "msg": "request only", "request_id": "req-2"},
-		{"level": "DEBUG", "msg": "trace only", "trace_id": "trace-3"},
+		{"level": "DEBUG", "msg": "trace only", "correlation_id": "trace-3"},
 		{"level": "INFO", "msg": "neither"},
 		{"level": "INFO", "msg": "no context"},
 		{"level": "INFO", "msg": "empty id"},
+	}, lines(t, &buf))
+}
+
+// A line logged inside an OpenTelemetry span carries its trace and span
+// ids beside the correlation id; a span context that is not valid adds
+// nothing.
+func TestHandlerAddsTheSpansIDs(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := jsonLogger(&buf)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(correlation.WithCorrelationID(context.Background(), "req-9"), sc)
+	log.InfoContext(ctx, "in a span")
+	log.InfoContext(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{}), "no span")
+
+	require.Equal(t, []map[string]any{
+		{"level": "INFO", "msg": "in a span", "correlation_id": "req-9",
+			"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"},
+		{"level": "INFO", "msg": "no span"},
 	}, lines(t, &buf))
 }
 

@@ -120,10 +120,11 @@ func (d Delivery) copyHeaders() map[string]string {
 
 type deliveryKey struct{}
 
-// withDelivery returns ctx carrying d, and d's trace id for the logger
-// (correlation.WithTraceID): each line logged with ctx carries it.
+// withDelivery returns ctx carrying d, and d's trace id (x-trace-id) as the
+// correlation id of the logger (correlation.WithCorrelationID): each line
+// logged with ctx carries it.
 func withDelivery(ctx context.Context, d Delivery) context.Context {
-	return correlation.WithTraceID(context.WithValue(ctx, deliveryKey{}, d), d.TraceID)
+	return correlation.WithCorrelationID(context.WithValue(ctx, deliveryKey{}, d), d.TraceID)
 }
 
 // WithDelivery returns ctx carrying d, as the middleware hand a delivery to

@@ -14,9 +14,9 @@ import (
 func TestWithDeliveryCarriesTheTraceID(t *testing.T) {
 	t.Parallel()
 	ctx := messaging.WithDelivery(context.Background(), messaging.Delivery{MessageID: "m-1", TraceID: "trace-8"})
-	require.Equal(t, "trace-8", correlation.TraceID(ctx))
+	require.Equal(t, "trace-8", correlation.CorrelationID(ctx))
 	d, ok := messaging.DeliveryFrom(ctx)
 	require.True(t, ok)
 	require.Equal(t, "m-1", d.MessageID)
-	require.Empty(t, correlation.TraceID(messaging.WithDelivery(context.Background(), messaging.Delivery{})))
+	require.Empty(t, correlation.CorrelationID(messaging.WithDelivery(context.Background(), messaging.Delivery{})))
 }

@@ -5,15 +5,16 @@ import (
 	"github.com/eisland/isle/internal/correlation"
 )
 
-// CorrelationMiddleware puts the delivery's trace id (Delivery.TraceID) in
-// the message's context (correlation.WithTraceID), so that every line the
-// handler and the middleware inside log with that context carries it.
+// CorrelationMiddleware puts the delivery's trace id (Delivery.TraceID, the
+// x-trace-id header) in the message's context as its correlation id
+// (correlation.WithCorrelationID), so that every line the handler and the
+// middleware inside log with that context carries it.
 func CorrelationMiddleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		// Isle's Subscriber put it there with the Delivery (withDelivery):
 		// only a message from elsewhere needs it read again.
-		if correlation.TraceID(msg.Context()) == "" {
-			msg.SetContext(correlation.WithTraceID(msg.Context(), deliveryIn(msg).TraceID))
+		if correlation.CorrelationID(msg.Context()) == "" {
+			msg.SetContext(correlation.WithCorrelationID(msg.Context(), deliveryIn(msg).TraceID))
 		}
 		return h(msg)
 	}

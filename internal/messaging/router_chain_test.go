@@ -207,7 +207,7 @@ func TestRouterPanicsAreRetriedLikeErrors(t *testing.T) {
 	panics := logs.LinesWith(t, "handler panicked")
 	require.Len(t, panics, 1, "the stack is logged once")
 	require.Equal(t, "m-panic", panics[0]["message_id"])
-	require.Equal(t, "trace-p", panics[0]["trace_id"])
+	require.Equal(t, "trace-p", panics[0]["correlation_id"])
 	require.Contains(t, panics[0]["stack"], "TestRouterPanicsAreRetriedLikeErrors")
 	retried := logs.Line(t, "message sent to the retry queue")
 	require.NotNil(t, retried)
@@ -271,7 +271,7 @@ func TestRouterShutdownRequeuesWithoutACopy(t *testing.T) {
 	line := logs.Line(t, "handler canceled by shutdown; requeueing the delivery")
 	require.NotNil(t, line)
 	require.Equal(t, "WARN", line["level"])
-	require.Equal(t, "trace-s", line["trace_id"])
+	require.Equal(t, "trace-s", line["correlation_id"])
 	require.Zero(t, b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ), "nothing retried or dead-lettered by the shutdown")
 	counts, _ := outcomes(t, reg, dom.Name)
 	require.Equal(t, map[string]float64{messaging.OutcomeRequeued: 1}, counts)
@@ -346,11 +346,11 @@ func TestRouterLogLinesCarryTheDeliverysTraceID(t *testing.T) {
 	for _, msg := range []string{"inside the handler", "handler panicked", "message sent to the retry queue"} {
 		line := logs.Line(t, msg)
 		require.NotNil(t, line, msg)
-		require.Equal(t, "trace-7", line["trace_id"], msg)
+		require.Equal(t, "trace-7", line["correlation_id"], msg)
 		require.NotContains(t, line, "request_id", msg)
 	}
 	for _, raw := range logs.Lines() {
-		require.LessOrEqual(t, strings.Count(raw, `"trace_id":`), 1, raw)
+		require.LessOrEqual(t, strings.Count(raw, `"correlation_id":`), 1, raw)
 	}
 }
 
@@ -369,7 +369,7 @@ func TestRouterCorrelationPutsTheTraceIDInTheContext(t *testing.T) {
 
 	withDelivery := message.NewMessage("m-ctx", []byte(`{}`))
 	withDelivery.SetContext(messaging.ContextWith(context.Background(), messaging.Delivery{MessageID: "m-ctx", TraceID: "trace-ctx"}))
-	require.Empty(t, correlation.TraceID(withDelivery.Context()))
+	require.Empty(t, correlation.CorrelationID(withDelivery.Context()))
 	require.True(t, acked(t, f.send(t, "any", withDelivery)))
 
 	foreign := message.NewMessage("m-foreign", []byte(`{}`))
@@ -378,7 +378,7 @@ func TestRouterCorrelationPutsTheTraceIDInTheContext(t *testing.T) {
 
 	byID := map[string]string{}
 	for _, line := range logs.LinesWith(t, "handled") {
-		byID[line["id"].(string)], _ = line["trace_id"].(string)
+		byID[line["id"].(string)], _ = line["correlation_id"].(string)
 	}
 	require.Equal(t, map[string]string{"m-ctx": "trace-ctx", "m-foreign": "trace-md"}, byID)
 }
@@ -489,7 +489,7 @@ func TestRouterDeadLetterChainStoresOrRequeues(t *testing.T) {
 	line := logs.Line(t, "could not store a dead message; requeueing it")
 	require.NotNil(t, line)
 	require.Equal(t, "m-dead", line["message_id"])
-	require.Equal(t, "trace-d", line["trace_id"])
+	require.Equal(t, "trace-d", line["correlation_id"])
 
 	require.False(t, f.handle(t, "whole", dead), "nacked: it stays in the DLQ")
 	line = logs.Line(t, "dead message cannot be stored whole; it stays in the DLQ and is tried again")

@@ -23,7 +23,8 @@ const StartupWait = 60 * time.Second
 
 // NewLogger returns the binary's structured logger; every line carries the
 // binary's name, and a line logged with a context (InfoContext, ...) the
-// request id and trace id it carries (correlation.Handler).
+// request id, correlation id and OpenTelemetry trace and span ids it
+// carries (correlation.Handler).
 func NewLogger(w io.Writer, level slog.Level, format, binary string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: readableDuration}
 	var h slog.Handler = slog.NewJSONHandler(w, opts)

@@ -18,12 +18,12 @@ func TestNewLoggerAddsCorrelationIDs(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	log := app.NewLogger(&buf, slog.LevelInfo, "json", "worker")
-	ctx := correlation.WithTraceID(context.Background(), "trace-9")
+	ctx := correlation.WithCorrelationID(context.Background(), "trace-9")
 	log.InfoContext(ctx, "handled", "took", 1500*time.Millisecond)
 	var line map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
 	require.Equal(t, "worker", line["bin"])
-	require.Equal(t, "trace-9", line["trace_id"])
+	require.Equal(t, "trace-9", line["correlation_id"])
 	require.Equal(t, "1.5s", line["took"])
 	require.NotContains(t, line, "request_id")
 }
