@@ -59,9 +59,10 @@ func TestImportGraph(t *testing.T) {
 		"store/keys":           {},
 		"store/keys/gendoc":    {"store/keys"},
 		"internal/correlation": {},
+		"internal/tracing":     {}, // OpenTelemetry's setup and Isle's tracer
 		// Points of the code a test can wait for; off, and free, in production.
 		"internal/testsignal":  {},
-		"internal/groupcommit": {"internal/testsignal"},
+		"internal/groupcommit": {"internal/testsignal", "internal/tracing"},
 		"internal/sqltx":       {},
 		"internal/luascript":   {}, // a package's embedded Lua scripts: go-redis only
 		"internal/lease":       {"internal/luascript"},
@@ -74,7 +75,7 @@ func TestImportGraph(t *testing.T) {
 		"store":                {"game", "order", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
-		"internal/messaging":   {"topology", "internal/correlation", "internal/testsignal"},
+		"internal/messaging":   {"topology", "internal/correlation", "internal/testsignal", "internal/tracing"},
 		"internal/rabbitadmin": {"topology"},
 		"internal/billing":     {"store"},
 		"internal/dlq":         {"internal/messaging", "store", "topology"},
@@ -88,7 +89,7 @@ func TestImportGraph(t *testing.T) {
 		"cmd/internal/config": {"internal/console", "internal/httpapi", "internal/keyclean", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/reconcile",
 			"internal/relay", "store", "store/keys", "topology"},
 		"cmd/internal/config/gendoc": {"cmd/internal/config"},
-		"cmd/internal/app": {"cmd/internal/config", "internal/console", "internal/correlation", "internal/dlq", "internal/keyclean", "internal/mail", "internal/messaging",
+		"cmd/internal/app": {"cmd/internal/config", "internal/console", "internal/correlation", "internal/dlq", "internal/keyclean", "internal/mail", "internal/messaging", "internal/tracing",
 			"internal/objstore", "internal/rabbitadmin", "internal/reconcile", "store", "topology"},
 		"cmd/api":    {"cmd/internal/app", "cmd/internal/config", "internal/billing", "internal/httpapi", "internal/messaging", "internal/paynotify"},
 		"cmd/worker": {"cmd/internal/app", "cmd/internal/config", "handlers", "internal/mail", "internal/messaging", "internal/objstore", "store"},

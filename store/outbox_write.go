@@ -1,10 +1,15 @@
 package store
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -27,7 +32,7 @@ func EnqueueMessage(tx *gorm.DB, d topology.Domain, m topology.Message, key, tra
 		return Enqueued{}, err
 	}
 	id := uuid.NewSHA1(outboxIDSpace, []byte(key)).String()
-	row := OutboxMessage{MessageID: id, Domain: d.Name, MessageType: d.TypeID, Payload: body, Headers: "{}",
+	row := OutboxMessage{MessageID: id, Domain: d.Name, MessageType: d.TypeID, Payload: body, Headers: traceHeaders(tx.Statement.Context),
 		Priority: priority, TraceID: traceID}
 	res := tx.Omit("id", "created_at", "available_at").
 		Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
@@ -37,6 +42,23 @@ func EnqueueMessage(tx *gorm.DB, d topology.Domain, m topology.Message, key, tra
 	// MySQL counts a row an INSERT ... ON DUPLICATE KEY UPDATE left as it
 	// was as 0 rows affected, one it inserted as 1.
 	return Enqueued{MessageID: id, Added: res.RowsAffected == 1}, nil
+}
+
+// traceHeaders is the outbox row's headers: the trace context of the span
+// ctx carries (traceparent, tracestate), as a JSON object, so that the
+// relay's publish continues the trace of the transaction that wrote the
+// row; "{}" when ctx carries none.
+func traceHeaders(ctx context.Context) string {
+	if ctx == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return "{}"
+	}
+	h := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, h)
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
 }
 
 // outboxIDSpace is the UUID namespace of outbox message ids.

@@ -59,6 +59,7 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 		c := byIndex[idx]
 		if c == nil {
 			c = newRedisClient(cfg, idx)
+			c.AddHook(scriptSpans{})
 			byIndex[idx] = c
 		}
 		r.clients[db] = c

@@ -29,10 +29,10 @@ type LedgerWriter struct {
 func NewLedgerWriter(db *gorm.DB, observe OnBatch) *LedgerWriter {
 	l := NewLedger(db)
 	w := &LedgerWriter{
-		debits: groupcommit.New(WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
+		debits: groupcommit.New("mysql debits", WriterBatchMax, func(ctx context.Context, ds []Debit) ([]DebitResult, error) {
 			return l.ApplyDebits(ctx, ds)
 		}),
-		settled: groupcommit.New(WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
+		settled: groupcommit.New("mysql settled", WriterBatchMax, func(ctx context.Context, es []EntryKey) ([]struct{}, error) {
 			return make([]struct{}, len(es)), l.MarkSettled(ctx, es...)
 		}),
 	}
@@ -85,7 +85,7 @@ type counted struct {
 
 // NewUsageWriter returns a writer over db.
 func NewUsageWriter(db *gorm.DB, observe OnBatch) *UsageWriter {
-	w := &UsageWriter{usage: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]counted, error) {
+	w := &UsageWriter{usage: groupcommit.New("mysql usage", WriterBatchMax, func(ctx context.Context, us []Usage) ([]counted, error) {
 		now, errs := NewUsageStats(db, nil).ApplyUsageEach(ctx, us)
 		out := make([]counted, len(us))
 		for i := range out {

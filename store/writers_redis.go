@@ -32,7 +32,7 @@ type settledEntry struct {
 // NewSettleWriter returns a writer over r.
 func NewSettleWriter(r *Redis, observe OnBatch) *SettleWriter {
 	b := NewBalances(nil, r)
-	w := &SettleWriter{b: b, settle: groupcommit.New(WriterBatchMax, func(ctx context.Context, es []SettleEntry) ([]settledEntry, error) {
+	w := &SettleWriter{b: b, settle: groupcommit.New("redis settle", WriterBatchMax, func(ctx context.Context, es []SettleEntry) ([]settledEntry, error) {
 		return b.settleEach(ctx, es), nil // never the flush's error: see settleEach
 	})}
 	w.settle.Observe = observing(observe, "redis-settle")
@@ -140,7 +140,7 @@ type UsageHashWriter struct {
 // NewUsageHashWriter returns a writer over r.
 func NewUsageHashWriter(r *Redis, observe OnBatch) *UsageHashWriter {
 	st := NewUsageStats(nil, r)
-	w := &UsageHashWriter{incr: groupcommit.New(WriterBatchMax, func(ctx context.Context, us []Usage) ([]error, error) {
+	w := &UsageHashWriter{incr: groupcommit.New("redis usage counters", WriterBatchMax, func(ctx context.Context, us []Usage) ([]error, error) {
 		return st.incrEach(ctx, us), nil // never the flush's error: see incrEach
 	})}
 	w.incr.Observe = observing(observe, "redis-usage")

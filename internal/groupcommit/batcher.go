@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/testsignal"
+	"github.com/eisland/isle/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrBatcherClosed is returned by Do after Close.
@@ -25,6 +29,7 @@ var ErrBatcherClosed = errors.New("groupcommit: batcher closed")
 type Batcher[Q, R any] struct {
 	// Observe, when set before the first Do, is told the size of each batch.
 	Observe func(n int)
+	name    string // of each flush's span
 	flush   func(ctx context.Context, qs []Q) ([]R, error)
 	max     int
 	in      chan []call[Q, R] // one caller's calls: one for Do, all of them for DoAll
@@ -40,8 +45,9 @@ type Batcher[Q, R any] struct {
 const batchTimeout = time.Minute
 
 type call[Q, R any] struct {
-	q   Q
-	out chan result[R]
+	q    Q
+	out  chan result[R]
+	span trace.SpanContext // the caller's, which the flush's span links to
 }
 
 type result[R any] struct {
@@ -50,16 +56,18 @@ type result[R any] struct {
 }
 
 // New starts a batcher of at most max items per flush. flush must
-// return one R per Q, in order, or an error for all of them.
-func New[Q, R any](max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
-	b := &Batcher[Q, R]{flush: flush, max: max, in: make(chan []call[Q, R], max), stop: make(chan struct{}), exited: make(chan struct{})}
+// return one R per Q, in order, or an error for all of them. Each flush
+// runs in a span called name, linked to the span of every call it
+// carries: a batch serves many traces, and belongs to none of them.
+func New[Q, R any](name string, max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
+	b := &Batcher[Q, R]{name: name, flush: flush, max: max, in: make(chan []call[Q, R], max), stop: make(chan struct{}), exited: make(chan struct{})}
 	go b.loop()
 	return b
 }
 
 // Do queues q and waits for its batch's result, or ctx.
 func (b *Batcher[Q, R]) Do(ctx context.Context, q Q) (R, error) {
-	c := call[Q, R]{q: q, out: make(chan result[R], 1)}
+	c := call[Q, R]{q: q, out: make(chan result[R], 1), span: trace.SpanContextFromContext(ctx)}
 	if err := b.enqueue(ctx, []call[Q, R]{c}); err != nil {
 		var zero R
 		return zero, err
@@ -75,8 +83,9 @@ func (b *Batcher[Q, R]) Do(ctx context.Context, q Q) (R, error) {
 func (b *Batcher[Q, R]) DoAll(ctx context.Context, qs []Q) ([]R, []error) {
 	rs, errs := make([]R, len(qs)), make([]error, len(qs))
 	calls := make([]call[Q, R], len(qs))
+	span := trace.SpanContextFromContext(ctx)
 	for i, q := range qs {
-		calls[i] = call[Q, R]{q: q, out: make(chan result[R], 1)}
+		calls[i] = call[Q, R]{q: q, out: make(chan result[R], 1), span: span}
 	}
 	if err := b.enqueue(ctx, calls); err != nil {
 		for i := range errs {
@@ -190,7 +199,13 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 	// itself runs to its end so that its outcome is known.
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	ctx, span := b.startSpan(ctx, batch)
 	rs, err := b.flush(ctx, qs)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	if err == nil && len(rs) != len(qs) {
 		err = errors.New("groupcommit: flush returned the wrong number of results")
 	}
@@ -209,4 +224,19 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 		}
 		c.out <- result[R]{r: rs[i]}
 	}
+}
+
+// startSpan starts the span of one flush, linked to its callers' spans.
+func (b *Batcher[Q, R]) startSpan(ctx context.Context, batch []call[Q, R]) (context.Context, trace.Span) {
+	var links []trace.Link
+	for _, c := range batch {
+		if c.span.IsValid() {
+			links = append(links, trace.Link{SpanContext: c.span})
+		}
+	}
+	ctx, span := tracing.Tracer().Start(ctx, b.name, trace.WithLinks(links...))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("batch.size", len(batch)))
+	}
+	return ctx, span
 }

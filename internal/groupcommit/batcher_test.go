@@ -19,7 +19,7 @@ func TestBatcherGroupsSplitsAndDrains(t *testing.T) {
 	var sizes []int
 	held, open := make(chan int, 1), make(chan struct{})
 	var once sync.Once
-	b := groupcommit.New(8, func(ctx context.Context, qs []string) ([]string, error) {
+	b := groupcommit.New("test", 8, func(ctx context.Context, qs []string) ([]string, error) {
 		once.Do(func() { held <- len(qs); <-open }) // the first commit lasts until the test lets it end
 		if slices.Contains(qs, "bad") {
 			return nil, errors.New("bad row")
@@ -74,7 +74,7 @@ func TestDoAllFillsFlushesAndAnswersEachItem(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
-	b := groupcommit.New(4, func(ctx context.Context, qs []int) ([]int, error) {
+	b := groupcommit.New("test", 4, func(ctx context.Context, qs []int) ([]int, error) {
 		for _, q := range qs {
 			if q < 0 {
 				return nil, errors.New("negative")

@@ -12,6 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Correlation id headers: the first one set on the request wins; the
@@ -133,6 +136,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		status := sw.status
 		if status == 0 {
 			status = http.StatusOK
+		}
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(semconv.HTTPRoute(route), attribute.String("isle.request_id", correlation.RequestID(r.Context())))
 		}
 		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		s.metrics.seconds.WithLabelValues(route, r.Method).Observe(took.Seconds())

@@ -16,6 +16,7 @@ import (
 	"github.com/eisland/isle/topology"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"gorm.io/gorm"
 )
 
@@ -115,7 +116,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry), accounts: newAccountIDs()}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
-	s.router.Use(s.correlate, nosniff, s.recoverer, s.observe) // correlate first: a panic's line carries the request id
+	// A span per request, continuing the caller's traceparent (doc/tracing.md);
+	// then correlate: a panic's line carries the request id.
+	s.router.Use(otelhttp.NewMiddleware("http request"), s.correlate, nosniff, s.recoverer, s.observe)
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})

@@ -8,6 +8,7 @@ package luascript
 import (
 	"io/fs"
 	"path"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,5 +37,18 @@ func (d Dir) Load(name string, libs ...string) *redis.Script {
 		}
 		src = append(src, b...)
 	}
-	return redis.NewScript(string(src))
+	sc := redis.NewScript(string(src))
+	names.Store(sc.Hash(), name)
+	return sc
+}
+
+// names maps the SHA-1 of each loaded script to its file name.
+var names sync.Map
+
+// Name is the file name of the loaded script whose SHA-1 is sha (as
+// EVALSHA sends it), or "" for one Load did not load.
+func Name(sha string) string {
+	n, _ := names.Load(sha)
+	s, _ := n.(string)
+	return s
 }

@@ -31,6 +31,16 @@ func TestLoadPutsTheLibrariesFirst(t *testing.T) {
 	require.Equal(t, hex.EncodeToString(sum[:]), alone.Hash(), "no library: the script alone")
 }
 
+// A loaded script's name is found by the SHA-1 EVALSHA sends (for its
+// span); an unknown hash has none.
+func TestNameOfALoadedScript(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{"lua/named.lua": {Data: []byte("return 'named'\n")}}
+	s := luascript.In(fsys, "lua").Load("named.lua")
+	require.Equal(t, "named.lua", luascript.Name(s.Hash()))
+	require.Empty(t, luascript.Name("0000000000000000000000000000000000000000"))
+}
+
 func TestLoadPanicsOnAMissingFile(t *testing.T) {
 	t.Parallel()
 	fsys := fstest.MapFS{"lua/x.lua": {Data: []byte("return 1\n")}}

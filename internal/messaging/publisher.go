@@ -170,7 +170,9 @@ func (w watermillPublisher) Publish(topic string, msgs ...*message.Message) erro
 
 func (w watermillPublisher) Close() error { return w.p.Close() }
 
-func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) error {
+func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) (err error) {
+	ctx, span := startPublishSpan(ctx, exchange, routingKey, msg)
+	defer func() { endSpan(span, err) }()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	pub, err := p.marshal.Marshal(msg)

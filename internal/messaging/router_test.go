@@ -263,7 +263,7 @@ func TestConcurrentHandlersMeetInOneGroupCommitAndSettleEachDelivery(t *testing.
 	largest, first := 0, 0
 	held, open := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	commit := groupcommit.New(50, func(_ context.Context, ds []messaging.Delivery) ([]error, error) {
+	commit := groupcommit.New("test", 50, func(_ context.Context, ds []messaging.Delivery) ([]error, error) {
 		once.Do(func() {
 			first = len(ds)
 			close(held)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"gorm.io/gorm"
 )
 
@@ -156,7 +158,9 @@ func (r *Relay) publish(ctx context.Context, items []*item) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			it.err = r.pub.Send(ctx, it.out)
+			// The row's traceparent is the span of the transaction that
+			// wrote it: the publish continues that trace (doc/tracing.md).
+			it.err = r.pub.Send(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(it.out.Headers)), it.out)
 		}()
 	}
 	wg.Wait()

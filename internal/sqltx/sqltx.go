@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 )
 
@@ -21,9 +25,24 @@ const transactAttempts = 5
 // back when fn returns an error or panics (the panic goes on). A deadlock
 // (1213) or lock-wait timeout (1205) re-runs fn from the start, a few times,
 // with a short back-off; fn must therefore only touch the database through tx.
-func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
-	var err error
-	for attempt := 1; ; attempt++ {
+//
+// It runs in a span, "mysql transaction" (with the attempts it took), so
+// that a trace shows the transaction and fn's context (tx.Statement.Context)
+// carries it: what fn writes to an outbox continues the trace.
+func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "mysql transaction", trace.WithSpanKind(trace.SpanKindClient))
+	attempt := 1
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("db.system.name", "mysql"), attribute.Int("isle.attempts", attempt))
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+		}
+		span.End()
+	}()
+	for ; ; attempt++ {
 		err = db.WithContext(ctx).Transaction(fn)
 		if err == nil || !Retryable(err) || attempt == transactAttempts {
 			break
@@ -36,6 +55,10 @@ func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) erro
 	}
 	return err
 }
+
+// tracerName is the instrumentation scope of the transactions' spans
+// (Isle's, as internal/tracing names it; sqltx imports no Isle package).
+const tracerName = "github.com/eisland/isle"
 
 // MySQL error numbers Isle branches on.
 const (

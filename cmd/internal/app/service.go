@@ -1,16 +1,21 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
+	"github.com/eisland/isle/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
 )
 
 // Binary is what is a service binary's own in the prelude Start runs for
@@ -40,6 +45,7 @@ type Service struct {
 	Deps     *Deps
 	Registry *prometheus.Registry
 	pprof    bool
+	traces   func(context.Context) error // flushes the spans and stops their exporter
 }
 
 // Start is a service binary's prelude: it parses args with b's flags, reads
@@ -70,15 +76,23 @@ func Start[C any](ctx context.Context, args []string, lookupEnv func(string) (st
 	if b.Warn != nil {
 		b.Warn(ctx, log, &cfg)
 	}
+	traces, err := tracing.Setup(ctx, tracing.Config{Export: lc.Tracing.Export, Service: cmp.Or(lc.Tracing.Service, "isle-"+b.Name)})
+	if err != nil {
+		return nil, cfg, err
+	}
+	if lc.Tracing.Export {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
+		log.Info("exporting traces over OTLP", "service", cmp.Or(lc.Tracing.Service, "isle-"+b.Name))
+	}
 	needs := b.Needs(&cfg)
 	needs.Name = b.Name
 	deps, err := Open(ctx, log, needs)
 	if err != nil {
-		return nil, cfg, err
+		return nil, cfg, errors.Join(err, traces(ctx))
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Service{Log: log, Deps: deps, Registry: reg, pprof: lc.Pprof}, cfg, nil
+	return &Service{Log: log, Deps: deps, Registry: reg, pprof: lc.Pprof, traces: traces}, cfg, nil
 }
 
 // ServeOps serves the binary's operations endpoints on addr ("" = none,
@@ -98,5 +112,11 @@ func (s *Service) ServeOps(addr string, extra ...Check) (*OpsServer, error) {
 	return ops, nil
 }
 
-// Close closes the services Start opened, in reverse order.
-func (s *Service) Close() error { return s.Deps.Close() }
+// Close closes the services Start opened, in reverse order, and flushes
+// the spans not yet exported (for up to 5 s).
+func (s *Service) Close() error {
+	err := s.Deps.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, s.traces(ctx))
+}

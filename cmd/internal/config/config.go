@@ -39,9 +39,19 @@ const (
 
 // Log is the logging and diagnostics section, read by every binary.
 type Log struct {
-	Level  slog.Level
-	Format string // json or text
-	Pprof  bool   // serve /debug/pprof/ on the operations address
+	Level   slog.Level
+	Format  string // json or text
+	Pprof   bool   // serve /debug/pprof/ on the operations address
+	Tracing Tracing
+}
+
+// Tracing is where a binary's OpenTelemetry spans go (doc/tracing.md).
+// The SDK reads the OTEL_* variables itself; these are the ones that
+// decide whether anything is exported, read here so that they are
+// documented and checked.
+type Tracing struct {
+	Export  bool   // an OTLP endpoint is set and OTEL_TRACES_EXPORTER is not none
+	Service string // OTEL_SERVICE_NAME; "" = isle- and the binary's name
 }
 
 func loadLog(l *loader) Log {
@@ -53,6 +63,29 @@ func loadLog(l *loader) Log {
 		Format: l.OneOf("LOG_FORMAT", "json", []string{"json", "text"}, "Log line format: json (one object per line) or text (key=value)."),
 		Pprof: l.Bool("PPROF_ENABLED", false,
 			"Serve Go's profiler at /debug/pprof/ on the operations address (API_OPS_ADDR, WORKER_OPS_ADDR, RELAY_OPS_ADDR, RECONCILE_OPS_ADDR). Off by default: profiles show the process's internals and cost CPU while taken."),
+		Tracing: loadTracing(l),
+	}
+}
+
+func loadTracing(l *loader) Tracing {
+	endpoint := l.String("OTEL_EXPORTER_OTLP_ENDPOINT", "",
+		"OpenTelemetry: base URL of an OTLP/HTTP collector (e.g. http://127.0.0.1:4318; spans go to /v1/traces). Empty, and no OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: no span is exported, trace context still flows through (doc/tracing.md).")
+	traces := l.String("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
+		"OpenTelemetry: full URL spans are posted to (e.g. http://127.0.0.1:4318/v1/traces), instead of OTEL_EXPORTER_OTLP_ENDPOINT's.")
+	for name, raw := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": traces} {
+		if u, err := url.Parse(raw); raw != "" && (err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https")) {
+			l.failf(name, raw, "not an http(s) URL")
+		}
+	}
+	exporter := l.OneOf("OTEL_TRACES_EXPORTER", "otlp", []string{"otlp", "none"},
+		"OpenTelemetry: otlp exports spans when an endpoint is set; none exports nothing whatever is set.")
+	l.OneOf("OTEL_TRACES_SAMPLER", "parentbased_always_on",
+		[]string{"always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"},
+		"OpenTelemetry: which traces are recorded; a parent-based sampler follows the sampled flag of an incoming traceparent (the Spring side's decision).")
+	l.String("OTEL_TRACES_SAMPLER_ARG", "", "OpenTelemetry: the sampler's argument, e.g. 0.1 for traceidratio (a tenth of the traces).")
+	return Tracing{
+		Export:  exporter == "otlp" && (endpoint != "" || traces != ""),
+		Service: l.String("OTEL_SERVICE_NAME", "", "OpenTelemetry: service.name of the binary's spans; empty: isle- and the binary's name (isle-api, isle-worker, ...)."),
 	}
 }
 
