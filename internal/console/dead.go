@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -125,12 +126,26 @@ type deadOneData struct {
 	MaxRetries int
 	DeadReason string
 	Replays    string // the x-replay-count it carried
+	TraceID    string // the W3C trace of its traceparent header, if it had one (doc/tracing.md)
 	Headers    [][2]string
 	HeadersRaw string // when the stored headers are not a JSON object
 	Body       string
 	BodyNote   string // how the body is shown: JSON indented, text, base64, cut
 	History    []dlq.Entry
 	CanReplay  bool
+}
+
+// traceOf is the trace id of a W3C traceparent ("00-<trace>-<span>-<flags>"),
+// or "" when it is not one.
+func traceOf(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	if _, err := hex.DecodeString(parts[1]); err != nil {
+		return ""
+	}
+	return parts[1]
 }
 
 // bodyShown bounds the body a page shows.
@@ -160,6 +175,8 @@ func (c *Console) deadOne(w http.ResponseWriter, r *http.Request) (rendered, err
 			d.DeadReason = h[1]
 		case messaging.HeaderReplay:
 			d.Replays = h[1]
+		case "traceparent":
+			d.TraceID = traceOf(h[1])
 		}
 	}
 	d.Body, d.BodyNote = showBody(e.Body)

@@ -64,6 +64,7 @@ func TestDeadMessagesListFiltersAndShowsOne(t *testing.T) {
 	for _, want := range []string{
 		"Retries</dt><dd>5 of 5",
 		"retries exhausted",
+		`Trace</dt><dd id="trace">4bf92f3577b34da6a3ce929d0e0e4736</dd>`, // of its traceparent
 		"<th>__TypeId__</th>",
 		"\"deductionId\": \"d-1\",\n  \"username\": \"bob\"",
 		fmt.Sprint(`href="/admin/dead/agent-billing/`, billing, `"`), // the earlier death, in the history

@@ -129,7 +129,7 @@ func (b *testBundle) deadMessage(t *testing.T, domain, messageID, body, lastErro
 	t.Helper()
 	d, ok := b.tp.Domain(domain)
 	require.True(t, ok)
-	headers := fmt.Sprintf(`{"__TypeId__":%q,%q:%d,"x-last-error":%q,"x-dead-reason":%q}`,
+	headers := fmt.Sprintf(`{"__TypeId__":%q,%q:%d,"x-last-error":%q,"x-dead-reason":%q,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
 		d.TypeID, d.RetryHeader, d.Retry.MaxRetries, lastError, "retries exhausted")
 	var fields map[string]any
 	subject := ""
