@@ -258,9 +258,11 @@ func TestTracesCrossTheOutboxToTheReceipt(t *testing.T) {
 		in("isle-worker", tracepb.Span_SPAN_KIND_CLIENT, "mysql transaction"),
 		in("isle-relay", tracepb.Span_SPAN_KIND_PRODUCER, receipts.RoutingKey),
 		in("isle-worker", tracepb.Span_SPAN_KIND_CONSUMER, receipts.Queue),
+		in("isle-worker", tracepb.Span_SPAN_KIND_CLIENT, "mail send"),
 	)
-	applied, tx, relayed, mailed := got[0], got[1], got[2], got[3]
+	applied, tx, relayed, mailed, sent := got[0], got[1], got[2], got[3], got[4]
 	require.Equal(t, applied.id, tx.parent, "the transaction runs inside the notice's handling")
 	require.Equal(t, tx.id, relayed.parent, "the relay continues the transaction that wrote the row")
 	require.Equal(t, relayed.id, mailed.parent, "the receipt's worker continues the relay's publish")
+	require.Equal(t, mailed.id, sent.parent, "the mail is sent inside the receipt's handling")
 }

@@ -51,7 +51,10 @@ func (h *CodeMailer) Handle(ctx context.Context, m topology.EmailCodeDispatch) e
 	if err != nil {
 		return messaging.Permanent(err)
 	}
-	if err := h.mailer.Send(ctx, content.Message(m.Email, codeDispatchKey(m))); err != nil {
+	send := func(ctx context.Context) error {
+		return h.mailer.Send(ctx, content.Message(m.Email, codeDispatchKey(m)))
+	}
+	if err := inSpan(ctx, "mail send", send); err != nil {
 		if errors.Is(err, mail.ErrPermanent) {
 			return messaging.Permanent(err)
 		}

@@ -75,7 +75,11 @@ func (h *Replicator) Handle(ctx context.Context, m topology.ObjectReplication) e
 		copyCtx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	info, err := objstore.Copy(copyCtx, h.target, src, key, task.SHA256)
+	var info objstore.Info
+	err = inSpan(copyCtx, "object copy", func(ctx context.Context) (err error) {
+		info, err = objstore.Copy(ctx, h.target, src, key, task.SHA256)
+		return err
+	})
 	if err != nil {
 		h.failed(ctx, task.ID, err)
 		return fmt.Errorf("task %d: copy %s: %w", task.ID, key, err)

@@ -80,5 +80,7 @@ func (h *ReceiptMailer) send(ctx context.Context, to string, o store.PaymentOrde
 	if err != nil {
 		return messaging.Permanent(err)
 	}
-	return h.mailer.Send(ctx, content.Message(to, "receipt-"+o.OutTradeNo))
+	return inSpan(ctx, "mail send", func(ctx context.Context) error {
+		return h.mailer.Send(ctx, content.Message(to, "receipt-"+o.OutTradeNo))
+	})
 }

@@ -1,0 +1,26 @@
+package handlers
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// inSpan runs fn in a client span called name, a child of the message's
+// consumer span: the work a handler hands to something outside Isle, a
+// mail sent or an object copied (doc/tracing.md). fn's error marks it.
+func inSpan(ctx context.Context, name string, fn func(context.Context) error) error {
+	ctx, span := otel.Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	err := fn(ctx)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return err
+}
+
+// tracerName is Isle's instrumentation scope (internal/tracing's Name).
+const tracerName = "github.com/eisland/isle"
