@@ -76,7 +76,7 @@ type Config struct {
 
 // Phases are the bench's phases, in the order they run. A run of some of
 // them (-phases) compares against the baselines only if it runs them.
-var Phases = []string{"baselines", "usage", "e2e", "consumer", "relay", "scores"}
+var Phases = []string{"baselines", "usage", "e2e", "tracing", "consumer", "relay", "scores"}
 
 // Rate is a count over a time.
 type Rate struct {
@@ -168,6 +168,7 @@ type Report struct {
 	Consumer  Consumer  `json:"consumer"`
 	Relay     Relay     `json:"relay"`
 	Scores    Scores    `json:"scores"`
+	Tracing   Tracing   `json:"tracing"`
 	Targets   []Target  `json:"targets"`
 }
 
@@ -329,7 +330,7 @@ func (r *run) measure(ctx context.Context) error {
 	for _, p := range []struct {
 		name string
 		run  func(context.Context) error
-	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"consumer", r.consumerAlone}, {"relay", r.relay}, {"scores", r.scores}} {
+	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"tracing", r.tracing}, {"consumer", r.consumerAlone}, {"relay", r.relay}, {"scores", r.scores}} {
 		if len(r.cfg.Phases) > 0 && !slices.Contains(r.cfg.Phases, p.name) {
 			continue
 		}

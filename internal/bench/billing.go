@@ -102,12 +102,16 @@ func (r *run) took(ctx context.Context, l Load) error {
 // endToEnd sends Requests usage requests and times them from the first
 // request to the last ledger row; the CPU of every process is read until the
 // fleet has done all their work (usage statistics included).
-func (r *run) endToEnd(ctx context.Context) error {
+func (r *run) endToEnd(ctx context.Context) error { return r.endToEndAs(ctx, "e2e") }
+
+// endToEndAs is endToEnd with the requests of phase (their ids are the
+// phase's: a second run under another name charges again).
+func (r *run) endToEndAs(ctx context.Context, phase string) error {
 	e := &r.report.EndToEnd
 	e.InFlight = r.cfg.E2EInFlight
 	meter := startCPU(r.processes())
 	began := time.Now()
-	l := closedLoop(ctx, e.InFlight, int64(r.cfg.Requests), 10*time.Minute, r.usage("e2e"))
+	l := closedLoop(ctx, e.InFlight, int64(r.cfg.Requests), 10*time.Minute, r.usage(phase))
 	if l.OK == 0 {
 		return fmt.Errorf("bench: end to end: no request succeeded: %s", l.FirstErr)
 	}

@@ -14,6 +14,7 @@ const (
 	goalP99At32    = 50.0 // ms, usage API at 32 in flight
 	goalConsumer   = 0.30 // deduct consumer alone ÷ bare consumer
 	goalAPICPU     = 0.2  // ms of api CPU per request
+	goalTracing    = 0.95 // usage end to end exporting every span ÷ exporting none
 	goalRunSeconds = 300
 )
 
@@ -37,6 +38,9 @@ func targets(rep *Report) []Target {
 		if c.Process == "api" {
 			add("api CPU per request (ms)", c.MsPerRequest, fmt.Sprintf("≤ %.1f", goalAPICPU), c.MsPerRequest <= goalAPICPU)
 		}
+	}
+	if rep.Tracing.Ratio > 0 {
+		add("usage end to end, every span exported ÷ none", rep.Tracing.Ratio, fmt.Sprintf("≥ %.2f", goalTracing), rep.Tracing.Ratio >= goalTracing)
 	}
 	for _, l := range rep.Relay.Lag {
 		if l.Default { // the other interval is a comparison, not a goal
@@ -84,6 +88,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "usage end to end, %d in flight (first request to last ledger row)\t%s req/s%s\t%s msg/s raw end to end\t%.3f\n",
 			e.InFlight, num(e.PerSecond), errorsNote(e.Errors), num(b.RawEndToEnd.PerSecond), e.RatioToRaw)
 	}
+	writeTracingRow(tw, rep.Tracing)
 	c := rep.Consumer
 	if c.Skipped != "" {
 		fmt.Fprintf(tw, "deduct consumer alone\tskipped: %s\t\t\n", c.Skipped)
@@ -226,4 +231,14 @@ func writeRelayCPU(w io.Writer, rl *Relay) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// writeTracingRow prints the tracing phase's row, if it ran.
+func writeTracingRow(tw io.Writer, tr Tracing) {
+	if tr.Skipped != "" {
+		fmt.Fprintf(tw, "usage end to end, every span exported\tskipped: %s\t\t\n", tr.Skipped)
+	} else if tr.Ratio > 0 {
+		fmt.Fprintf(tw, "usage end to end, every span exported over OTLP\t%s req/s\t%s req/s exporting none\t%.3f\n",
+			num(tr.OnPerSecond), num(tr.OffPerSecond), tr.Ratio)
+	}
 }
