@@ -107,7 +107,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	fs.IntVar(&f.codes, "codes", demoCodesDefault, "email codes to ask for; the API allows 3 an hour per client IP (more need API_TRUSTED_PROXIES=127.0.0.1)")
 	fs.StringVar(&f.payKeys, "paykeys", payKeysDirDefault, "the local test gateway keys (islectl pay keys) that sign the payment callbacks")
 	fs.StringVar(&f.mailDir, "mail-dir", demoMailDirDefault, "where the fleet writes mails as .eml files when Mailpit is not used (EMAIL_MAILER_URL file://)")
-	fs.StringVar(&f.mailpit, "mailpit", demoMailpitDefault, "Mailpit's web UI and API, where the fleet sends mails when it is installed")
+	fs.StringVar(&f.mailpit, "mailpit", demoMailpitDefault, "Mailpit's web UI and API, where scripts/up's fleet sends mails (unless ISLE_NO_MAILPIT=1)")
 	if pos, err := parseFlags(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {

@@ -22,7 +22,7 @@ const (
 )
 
 // mailCount is the run's mails found: in Mailpit, where scripts/up sends
-// them when mailpit is installed, and in the mail directory, where it
+// them unless ISLE_NO_MAILPIT=1, and in the mail directory, where it
 // writes them otherwise.
 type mailCount struct {
 	Codes, Receipts int
