@@ -72,7 +72,7 @@ func TestImportGraph(t *testing.T) {
 		// Gateway callback verification: the standard library and the contract.
 		"internal/paynotify":   {"topology"},
 		"internal/mail":        {},
-		"store":                {"game", "order", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "topology"},
+		"store":                {"game", "order", "store/keys", "internal/groupcommit", "internal/lease", "internal/luascript", "internal/sqltx", "internal/tracing", "topology"},
 		"internal/keyclean":    {"store", "store/keys"},
 		"store/storetest":      {"internal/keyclean", "store", "store/keys", "topology"},
 		"internal/messaging":   {"topology", "internal/correlation", "internal/testsignal", "internal/tracing"},
@@ -80,7 +80,7 @@ func TestImportGraph(t *testing.T) {
 		"internal/billing":     {"store"},
 		"internal/dlq":         {"internal/messaging", "store", "topology"},
 		"internal/relay":       {"internal/messaging", "internal/testsignal", "store", "topology"},
-		"handlers":             {"game", "order", "internal/mail", "internal/messaging", "internal/objstore", "store", "store/keys", "topology"},
+		"handlers":             {"game", "order", "internal/mail", "internal/messaging", "internal/objstore", "internal/tracing", "store", "store/keys", "topology"},
 		"internal/httpapi": {"game", "order", "internal/billing", "internal/correlation", "internal/images", "internal/mail", "internal/messaging", "internal/objstore", "internal/paynotify", "internal/ratelimit",
 			"store", "store/keys", "topology"},
 		"internal/reconcile": {"internal/dlq", "internal/lease", "internal/messaging", "internal/rabbitadmin", "store", "store/keys", "topology"},

@@ -3,7 +3,7 @@ package handlers
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
+	"github.com/eisland/isle/internal/tracing"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -12,7 +12,7 @@ import (
 // consumer span: the work a handler hands to something outside Isle, a
 // mail sent or an object copied (doc/tracing.md). fn's error marks it.
 func inSpan(ctx context.Context, name string, fn func(context.Context) error) error {
-	ctx, span := otel.Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	err := fn(ctx)
 	if err != nil {
 		span.RecordError(err)
@@ -21,6 +21,3 @@ func inSpan(ctx context.Context, name string, fn func(context.Context) error) er
 	span.End()
 	return err
 }
-
-// tracerName is Isle's instrumentation scope (internal/tracing's Name).
-const tracerName = "github.com/eisland/isle"

@@ -9,8 +9,8 @@ import (
 	"net"
 
 	"github.com/eisland/isle/internal/luascript"
+	"github.com/eisland/isle/internal/tracing"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -36,7 +36,7 @@ func (scriptSpans) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if script == "" {
 			return next(ctx, cmd)
 		}
-		ctx, span := otel.Tracer(tracerName).Start(ctx, "redis "+script, trace.WithSpanKind(trace.SpanKindClient))
+		ctx, span := tracing.Tracer().Start(ctx, "redis "+script, trace.WithSpanKind(trace.SpanKindClient))
 		err := next(ctx, cmd)
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("db.system.name", "redis"), attribute.String("db.operation.name", cmd.Name()))
@@ -49,9 +49,6 @@ func (scriptSpans) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return err
 	}
 }
-
-// tracerName is Isle's instrumentation scope (internal/tracing's Name).
-const tracerName = "github.com/eisland/isle"
 
 // scriptOf is the file name of the script cmd runs, "" for a command that
 // runs none.
