@@ -23,8 +23,12 @@ const Name = "github.com/eisland/isle"
 
 // Tracer is Isle's tracer on the global provider: until Setup installs
 // one, its spans are not recorded, and a span context that came in (a
-// traceparent header) is passed on unchanged.
-func Tracer() trace.Tracer { return otel.Tracer(Name) }
+// traceparent header) is passed on unchanged. It is made once: the global
+// provider hands a tracer made before Setup on to the provider Setup
+// installs.
+func Tracer() trace.Tracer { return tracer }
+
+var tracer = otel.Tracer(Name)
 
 // Config says where spans go. The OpenTelemetry SDK reads the standard
 // OTEL_* variables itself (the exporter's endpoint, headers and timeout,
