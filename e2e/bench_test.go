@@ -45,6 +45,14 @@ func TestBenchShortRun(t *testing.T) {
 			RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
 			CPU        []struct{ Process string }
 		} `json:"end_to_end"`
+		Tracing struct {
+			Skipped      string
+			OnPerSecond  float64 `json:"on_per_second"`
+			OffPerSecond float64 `json:"off_per_second"`
+			Ratio        float64
+			Exports      int64
+			OnAPICPU     float64 `json:"on_api_cpu_ms"`
+		}
 		Consumer struct {
 			Messages      int64
 			RatioToBare   float64 `json:"ratio_to_bare_consumer"`
@@ -101,6 +109,13 @@ func TestBenchShortRun(t *testing.T) {
 	for _, p := range []string{"api", "worker", "rabbitmq", "mariadb", "redis", "bench"} {
 		require.True(t, procs[p], "CPU of %s", p)
 	}
+	// The end-to-end load again with every span exported: every request
+	// charged anew, and spans received.
+	require.Empty(t, rep.Tracing.Skipped)
+	require.Positive(t, rep.Tracing.OnPerSecond)
+	require.Positive(t, rep.Tracing.Ratio)
+	require.Positive(t, rep.Tracing.Exports)
+	require.Positive(t, rep.Tracing.OnAPICPU)
 	// Timed from the first ledger row seen to the last: most of the 2,000.
 	require.Positive(t, rep.Consumer.Messages)
 	require.LessOrEqual(t, rep.Consumer.Messages, int64(2000))
@@ -147,7 +162,7 @@ func TestBenchShortRun(t *testing.T) {
 	require.Zero(t, rep.Scores.Errors)
 	require.Positive(t, rep.Scores.RatioToRaw)
 	require.True(t, rep.Scores.Checked)
-	require.Len(t, rep.Targets, 6, "the five of doc/performance.md, and the relay's lag at its default interval")
+	require.Len(t, rep.Targets, 7, "the five of doc/performance.md, the cost of tracing, and the relay's lag at its default interval")
 
 	// Nothing of the bench's fleet is left.
 	var dbs int
