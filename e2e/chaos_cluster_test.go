@@ -140,8 +140,8 @@ func newLocalCluster(t *testing.T) *localCluster {
 // urls are the AMQP URLs of the nodes, starting with node first (1-based).
 func (cl *localCluster) urls(first int) []string {
 	var out []string
-	for i := range cl.addrs {
-		out = append(out, "amqp://guest:guest@"+cl.addrs[(first-1+i)%len(cl.addrs)]+"/")
+	for _, addr := range strings.Split(cl.addrsFrom(first), ",") {
+		out = append(out, "amqp://guest:guest@"+addr+"/")
 	}
 	return out
 }

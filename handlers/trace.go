@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/eisland/isle/internal/tracing"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -14,10 +13,6 @@ import (
 func inSpan(ctx context.Context, name string, fn func(context.Context) error) error {
 	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	err := fn(ctx)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
+	tracing.End(span, err)
 	return err
 }

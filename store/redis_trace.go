@@ -6,13 +6,11 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"net"
 
 	"github.com/eisland/isle/internal/luascript"
 	"github.com/eisland/isle/internal/tracing"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -22,9 +20,7 @@ import (
 // (doc/tracing.md). Other commands pass as they are.
 type scriptSpans struct{}
 
-func (scriptSpans) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
+func (scriptSpans) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (scriptSpans) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
@@ -40,12 +36,12 @@ func (scriptSpans) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		err := next(ctx, cmd)
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("db.system.name", "redis"), attribute.String("db.operation.name", cmd.Name()))
-			if err != nil && !errors.Is(err, redis.Nil) {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
 		}
-		span.End()
+		failed := err
+		if errors.Is(err, redis.Nil) {
+			failed = nil // an empty answer, not a failure
+		}
+		tracing.End(span, failed)
 		return err
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/eisland/isle/internal/testsignal"
 	"github.com/eisland/isle/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -201,11 +200,7 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 	defer cancel()
 	ctx, span := b.startSpan(ctx, batch)
 	rs, err := b.flush(ctx, qs)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
+	tracing.End(span, err)
 	if err == nil && len(rs) != len(qs) {
 		err = errors.New("groupcommit: flush returned the wrong number of results")
 	}

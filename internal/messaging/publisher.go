@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/eisland/isle/internal/tracing"
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"
 )
@@ -172,7 +173,7 @@ func (w watermillPublisher) Close() error { return w.p.Close() }
 
 func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) (err error) {
 	ctx, span := startPublishSpan(ctx, exchange, routingKey, msg)
-	defer func() { endSpan(span, err) }()
+	defer func() { tracing.End(span, err) }()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	pub, err := p.marshal.Marshal(msg)

@@ -6,7 +6,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/internal/tracing"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
@@ -34,32 +33,24 @@ func startPublishSpan(ctx context.Context, exchange, routingKey string, msg *mes
 	return ctx, span
 }
 
-// endSpan ends span, marking it failed with err.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
-
 // TracingMiddleware handles each message of queue in a consumer span that
 // continues the trace its traceparent header carries (an Isle publisher's
 // or a Spring producer's), so everything the handler does, what it
 // publishes and the lines it logs (correlation.Handler) belong to that
 // trace. A handler's error marks the span failed.
 func TracingMiddleware(queue string) message.HandlerMiddleware {
+	name := queue + " process"
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
-			ctx, span := tracing.Tracer().Start(ctx, queue+" process", trace.WithSpanKind(trace.SpanKindConsumer))
+			ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer))
 			if span.IsRecording() {
 				span.SetAttributes(semconv.MessagingSystemRabbitMQ, semconv.MessagingOperationTypeProcess,
 					semconv.MessagingDestinationName(queue), semconv.MessagingMessageID(msg.UUID))
 			}
 			msg.SetContext(ctx)
 			out, err := h(msg)
-			endSpan(span, err)
+			tracing.End(span, err)
 			return out, err
 		}
 	}
