@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"gorm.io/gorm"
 )
 
@@ -117,8 +118,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
 	// A span per request, continuing the caller's traceparent (doc/tracing.md);
-	// then correlate: a panic's line carries the request id.
-	s.router.Use(otelhttp.NewMiddleware("http request"), s.correlate, nosniff, s.recoverer, s.observe)
+	// then correlate: a panic's line carries the request id. The tracer is
+	// made once here, not looked up for every request; observe names the
+	// span after the route it finds.
+	traced := otelhttp.NewMiddleware("http request", otelhttp.WithTracerProvider(otel.GetTracerProvider()),
+		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }))
+	s.router.Use(traced, s.correlate, nosniff, s.recoverer, s.observe)
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})
