@@ -12,12 +12,16 @@ import (
 	"time"
 )
 
-// Tracing is the cost of exporting traces: the end-to-end phase again with
-// the api and the worker exporting every span over OTLP/HTTP (to a
-// receiver in the bench that takes them and keeps nothing), against the
-// end-to-end phase just run with no endpoint configured (doc/tracing.md).
+// Tracing is the cost of exporting traces: usage end to end with the api
+// and the worker exporting every span over OTLP/HTTP (to a receiver in the
+// bench that takes them and keeps nothing), against the same load with no
+// endpoint configured (doc/tracing.md). Each side runs tracingRounds times,
+// alternating, each time on an api and a worker started for it and warmed
+// up, so that neither side is favoured by warm processes or by the drift
+// of the run (the ledger growing, the machine's other load).
 type Tracing struct {
 	Skipped      string  `json:"skipped,omitempty"`
+	Rounds       int     `json:"rounds"`
 	OffPerSecond float64 `json:"off_per_second"` // usage end to end, nothing exported
 	OnPerSecond  float64 `json:"on_per_second"`  // the same, every span exported
 	Ratio        float64 `json:"ratio"`          // on ÷ off
@@ -29,18 +33,15 @@ type Tracing struct {
 	OnWorkerCPU  float64 `json:"on_worker_cpu_ms"`
 }
 
-// tracing runs the end-to-end phase with the api and the worker exporting
-// their spans, then starts them again as they were.
+// tracingRounds is how many times each side of the tracing phase runs.
+const tracingRounds = 2
+
+// tracing runs usage end to end with tracing off and on, tracingRounds
+// times each, then starts the api and the worker again as they were.
 func (r *run) tracing(ctx context.Context) error {
 	t := &r.report.Tracing
-	off := r.report.EndToEnd
-	switch {
-	case r.fleet == nil:
+	if r.fleet == nil {
 		t.Skipped = "needs the bench's own fleet"
-	case off.Requests == 0:
-		t.Skipped = "needs the e2e phase in the same run"
-	}
-	if t.Skipped != "" {
 		r.logf("tracing: skipped: %s", t.Skipped)
 		return nil
 	}
@@ -49,27 +50,74 @@ func (r *run) tracing(ctx context.Context) error {
 		return err
 	}
 	defer sink.close()
-	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.url); err != nil {
-		return err
-	}
-	r.logf("tracing: api and worker export every span to %s", sink.url)
-	err = r.endToEndAs(ctx, "e2e-traced")
-	on := r.report.EndToEnd
-	r.report.EndToEnd = off
-	if err != nil {
-		return err
+	saved := r.report.EndToEnd
+	defer func() { r.report.EndToEnd = saved }()
+	var off, on []EndToEnd
+	for round := range tracingRounds {
+		for _, side := range []struct {
+			name, endpoint string
+			runs           *[]EndToEnd
+		}{{"off", "", &off}, {"on", sink.url, &on}} {
+			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint)
+			if err != nil {
+				return err
+			}
+			*side.runs = append(*side.runs, e)
+		}
 	}
 	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="); err != nil {
 		return err
 	}
-	t.OffPerSecond, t.OnPerSecond = off.PerSecond, on.PerSecond
-	t.Ratio = on.PerSecond / off.PerSecond
+	t.Rounds = tracingRounds
+	t.OffPerSecond, t.OffAPICPU, t.OffWorkerCPU = combine(off)
+	t.OnPerSecond, t.OnAPICPU, t.OnWorkerCPU = combine(on)
+	t.Ratio = t.OnPerSecond / t.OffPerSecond
 	t.Exports, t.Bytes = sink.requests.Load(), sink.bytes.Load()
-	t.OffAPICPU, t.OffWorkerCPU = cpuOf(off, "api"), cpuOf(off, "worker")
-	t.OnAPICPU, t.OnWorkerCPU = cpuOf(on, "api"), cpuOf(on, "worker")
-	r.logf("tracing: usage end to end %.0f req/s exporting every span, %.0f req/s exporting none (%.3f×); %d exports, %d KiB; CPU per request: api %.3f → %.3f ms, worker %.3f → %.3f ms",
-		t.OnPerSecond, t.OffPerSecond, t.Ratio, t.Exports, t.Bytes>>10, t.OffAPICPU, t.OnAPICPU, t.OffWorkerCPU, t.OnWorkerCPU)
+	r.logf("tracing: usage end to end %.0f req/s exporting every span, %.0f req/s exporting none (%.3f×, %d rounds); %d exports, %d KiB; CPU per request: api %.3f → %.3f ms, worker %.3f → %.3f ms",
+		t.OnPerSecond, t.OffPerSecond, t.Ratio, t.Rounds, t.Exports, t.Bytes>>10, t.OffAPICPU, t.OnAPICPU, t.OffWorkerCPU, t.OnWorkerCPU)
 	return nil
+}
+
+// tracedEndToEnd starts the api and the worker again exporting to endpoint
+// (none when empty), warms them up with a tenth of the requests, unmeasured,
+// then runs the end-to-end phase as phase.
+func (r *run) tracedEndToEnd(ctx context.Context, phase, endpoint string) (EndToEnd, error) {
+	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint); err != nil {
+		return EndToEnd{}, err
+	}
+	l := closedLoop(ctx, r.cfg.E2EInFlight, int64(max(r.cfg.Requests/10, 1)), 5*time.Minute, r.usage(phase+"-warm"))
+	if l.OK == 0 {
+		return EndToEnd{}, fmt.Errorf("bench: tracing: warm-up: no request succeeded: %s", l.FirstErr)
+	}
+	r.charged += l.OK
+	if _, err := r.waitLedger(ctx, r.charged, 5*time.Minute, nil); err != nil {
+		return EndToEnd{}, err
+	}
+	if err := r.waitQueuesEmpty(ctx, time.Minute); err != nil {
+		return EndToEnd{}, err
+	}
+	r.logf("tracing: %s (endpoint %q):", phase, endpoint)
+	if err := r.endToEndAs(ctx, phase); err != nil {
+		return EndToEnd{}, err
+	}
+	return r.report.EndToEnd, nil
+}
+
+// combine is the rate of runs together (their requests over their
+// seconds) and the api's and the worker's CPU per request over all of them.
+func combine(runs []EndToEnd) (perSecond, apiCPU, workerCPU float64) {
+	var requests int64
+	var seconds float64
+	for _, e := range runs {
+		requests += e.Requests
+		seconds += e.Seconds
+		apiCPU += cpuOf(e, "api") * float64(e.Requests)
+		workerCPU += cpuOf(e, "worker") * float64(e.Requests)
+	}
+	if requests == 0 || seconds == 0 {
+		return 0, 0, 0
+	}
+	return float64(requests) / seconds, apiCPU / float64(requests), workerCPU / float64(requests)
 }
 
 func cpuOf(e EndToEnd, process string) float64 {
