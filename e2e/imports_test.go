@@ -52,6 +52,7 @@ func TestImportGraph(t *testing.T) {
 	// domain services and consumers use those; the API never reaches into
 	// the consumers (handlers), nor they into the API; cmd/ wires it all.
 	allowed := map[string][]string{
+		"internal/browsertest": {}, // the browser tests' chromium, for tests only
 		"topology":             {},
 		"topology/gendoc":      {"topology"},
 		"game":                 {}, // the domains' rules: pure Go, no SQL, no Redis (README, "Adding a domain")
