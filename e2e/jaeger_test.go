@@ -1,0 +1,256 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/eisland/isle/internal/browsertest"
+	"github.com/eisland/isle/order"
+	"github.com/eisland/isle/topology"
+	"github.com/stretchr/testify/require"
+)
+
+// envJaeger names the Jaeger binary of TestTracesInJaeger; by default the
+// one scripts/up -tracing builds into bin/.
+const envJaeger = "ISLE_JAEGER"
+
+// One charge and one paid order in Jaeger: the real binaries export to a
+// Jaeger started for the test, whose API must then hold both traces with
+// their spans; when that Jaeger has its web UI, a headless chromium opens
+// each trace's page and saves it (jaeger-charge.png, jaeger-paid-order.png;
+// ISLE_SCREENSHOTS names a directory for them too). Skipped without Jaeger.
+func TestTracesInJaeger(t *testing.T) {
+	t.Parallel()
+	bin := cmpOrEnv(envJaeger, filepath.Join("..", "bin", "jaeger"))
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no Jaeger at %s (scripts/up -tracing builds it; %s names another): %v", bin, envJaeger, err)
+	}
+	j := startJaeger(t, bin)
+	traced := func(e fleetEnv) {
+		e["OTEL_EXPORTER_OTLP_ENDPOINT"] = j.otlp
+		e["OTEL_BSP_SCHEDULE_DELAY"] = "50"
+	}
+	var keys string
+	f := newBillingFleet(t, map[string]string{"alice": "100000", "rosa": "0"}, func(ae fleetEnv) { keys = payKeys(t, ae); traced(ae) })
+	te := maps.Clone(f.env)
+	traced(te)
+	start(t, te, "worker", "-handlers", "agent-billing,agent-usage-stats,payment-notify,payment-receipt").waitFor(t, 30*time.Second, "worker started")
+	start(t, te, "relay").waitFor(t, 30*time.Second, "relay started")
+
+	// A charge, with the caller's traceparent so that its trace id is known.
+	const chargeTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, err := http.NewRequest(http.MethodPost, "http://"+f.addr+"/v1/agent/usage",
+		strings.NewReader(`{"requestId":"jaeger-1","username":"alice","modelName":"gpt-test","inputTokens":1200,"outputTokens":300}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+chargeTrace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	billing, _ := f.tp.Domain(topology.DomainAgentBilling)
+	usage, _ := f.tp.Domain(topology.DomainAgentUsageStats)
+	j.waitTrace(t, chargeTrace, "POST /v1/agent/usage", "redis deduct.lua", billing.Queue+" process", usage.Queue+" process")
+
+	// A paid order: its callback's trace reaches the receipt mail.
+	rosa := f.userToken(t, "rosa")
+	no := f.payOrder(t, rosa, order.ProductAgentRecharge, order.ChannelAlipay, 5000, "rosa@example.com")
+	ctl := maps.Clone(f.env)
+	ctl["API_ADDR"] = f.addr
+	out, code := islectl(t, ctl, "pay", "simulate", "-dir", keys, "-order", no, "-notify-id", "nid-jaeger", "-transaction-id", "2026120222002")
+	require.Zero(t, code, out)
+	receipts, _ := f.tp.Domain(topology.DomainPaymentReceipt)
+	paidTrace := j.findTrace(t, "isle-worker", receipts.Queue+" process")
+	notices, _ := f.tp.Domain(topology.DomainPaymentNotify)
+	j.waitTrace(t, paidTrace, notices.Queue+" process", "mysql transaction", receipts.RoutingKey+" publish", "mail send")
+
+	// Jaeger built from its Go module (scripts/up -tracing) has no web UI,
+	// only a placeholder page (doc/tracing.md); with one that has, each
+	// trace's page is opened and saved.
+	var b *browsertest.Browser
+	if j.placeholderUI(t) {
+		t.Logf("%s serves Jaeger's placeholder page, not its UI: traces checked through its API, no screenshot", bin)
+		return
+	}
+	for _, shot := range []struct{ trace, want, file string }{
+		{chargeTrace, billing.Queue + " process", "jaeger-charge.png"},
+		{paidTrace, "mail send", "jaeger-paid-order.png"},
+	} {
+		if b == nil {
+			b = browsertest.New(t, 4*time.Minute)
+		}
+		page := j.ui + "/trace/" + shot.trace
+		require.Eventually(t, func() bool {
+			b.Do("open "+shot.file, chromedp.Navigate(page))
+			body, _ := b.TryText("body")
+			return strings.Contains(body, shot.want) && strings.Contains(body, "isle-worker")
+		}, 30*time.Second, time.Second, "Jaeger's page of trace %s shows %q", shot.trace, shot.want)
+		b.Screenshot(shot.file)
+	}
+}
+
+func cmpOrEnv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// jaeger is a Jaeger all-in-one (in-memory storage) on ports of its own.
+type jaeger struct {
+	otlp, ui string
+}
+
+// startJaeger runs bin with a configuration of free loopback ports: its
+// OTLP/HTTP receiver, and its query service (UI and API).
+func startJaeger(t *testing.T, bin string) *jaeger {
+	t.Helper()
+	otlpPort, uiPort, grpcPort := freePort(t), freePort(t), freePort(t)
+	cfg := fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 1000
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:%d
+    grpc:
+      endpoint: 127.0.0.1:%d
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%d
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`, uiPort, grpcPort, otlpPort)
+	path := filepath.Join(t.TempDir(), "jaeger.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	log, err := os.Create(filepath.Join(t.ArtifactDir(), "jaeger.log"))
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "--config", path)
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); log.Close() })
+	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlpPort), ui: fmt.Sprintf("http://127.0.0.1:%d", uiPort)}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(j.ui + "/api/services")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 200*time.Millisecond, "Jaeger's query service answers (log: %s)", log.Name())
+	return j
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// jaegerTrace is what Jaeger's HTTP API answers about traces.
+type jaegerTrace struct {
+	TraceID string `json:"traceID"`
+	Spans   []struct {
+		OperationName string `json:"operationName"`
+	} `json:"spans"`
+}
+
+func (j *jaeger) get(t *testing.T, path string) []jaegerTrace {
+	t.Helper()
+	resp, err := http.Get(j.ui + path)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []jaegerTrace `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return nil
+	}
+	return body.Data
+}
+
+// waitTrace waits until Jaeger holds trace id with a span of each of ops.
+func (j *jaeger) waitTrace(t *testing.T, id string, ops ...string) {
+	t.Helper()
+	var seen []string
+	require.Eventually(t, func() bool {
+		seen = seen[:0]
+		for _, tr := range j.get(t, "/api/traces/"+id) {
+			for _, s := range tr.Spans {
+				seen = append(seen, s.OperationName)
+			}
+		}
+		for _, op := range ops {
+			if !strings.Contains(strings.Join(seen, "\n"), op) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "trace %s in Jaeger with %q; it has %q", id, ops, seen)
+}
+
+// findTrace waits for a trace of service with an operation op and returns
+// its id.
+func (j *jaeger) findTrace(t *testing.T, service, op string) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		q := url.Values{"service": {service}, "operation": {op}, "limit": {"1"}, "lookback": {"1h"}}
+		if found := j.get(t, "/api/traces?"+q.Encode()); len(found) > 0 {
+			id = found[0].TraceID
+		}
+		return id != ""
+	}, 30*time.Second, 200*time.Millisecond, "a trace of %s with %q in Jaeger", service, op)
+	return id
+}
+
+// placeholderUI says Jaeger serves the page it has when built without its
+// UI's assets.
+func (j *jaeger) placeholderUI(t *testing.T) bool {
+	t.Helper()
+	resp, err := http.Get(j.ui + "/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return strings.Contains(string(page), "not the Jaeger UI")
+}
