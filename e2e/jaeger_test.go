@@ -23,8 +23,13 @@ import (
 )
 
 // envJaeger names the Jaeger binary of TestTracesInJaeger; by default the
-// one scripts/up -tracing builds into bin/.
-const envJaeger = "ISLE_JAEGER"
+// one scripts/up -tracing builds into bin/. envJaegerUI names a directory
+// with a build of Jaeger's web UI (jaeger-ui's packages/jaeger-ui/build),
+// which that binary then serves (doc/tracing.md).
+const (
+	envJaeger   = "ISLE_JAEGER"
+	envJaegerUI = "ISLE_JAEGER_UI"
+)
 
 // One charge and one paid order in Jaeger: the real binaries export to a
 // Jaeger started for the test, whose API must then hold both traces with
@@ -78,8 +83,8 @@ func TestTracesInJaeger(t *testing.T) {
 	j.waitTrace(t, paidTrace, notices.Queue+" process", "mysql transaction", receipts.RoutingKey+" publish", "mail send")
 
 	// Jaeger built from its Go module (scripts/up -tracing) has no web UI,
-	// only a placeholder page (doc/tracing.md); with one that has, each
-	// trace's page is opened and saved.
+	// only a placeholder page, unless given a build of the UI (envJaegerUI;
+	// doc/tracing.md); with the UI, each trace's page is opened and saved.
 	var b *browsertest.Browser
 	if j.placeholderUI(t) {
 		t.Logf("%s serves Jaeger's placeholder page, not its UI: traces checked through its API, no screenshot", bin)
@@ -119,6 +124,10 @@ type jaeger struct {
 func startJaeger(t *testing.T, bin string) *jaeger {
 	t.Helper()
 	otlpPort, uiPort, grpcPort := freePort(t), freePort(t), freePort(t)
+	ui := ""
+	if dir := os.Getenv(envJaegerUI); dir != "" {
+		ui = fmt.Sprintf("    ui:\n      assets_path: %q\n", dir)
+	}
 	cfg := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -144,7 +153,7 @@ extensions:
       endpoint: 127.0.0.1:%d
     grpc:
       endpoint: 127.0.0.1:%d
-receivers:
+%sreceivers:
   otlp:
     protocols:
       http:
@@ -155,7 +164,7 @@ processors:
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
-`, uiPort, grpcPort, otlpPort)
+`, uiPort, grpcPort, ui, otlpPort)
 	path := filepath.Join(t.TempDir(), "jaeger.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	log, err := os.Create(filepath.Join(t.ArtifactDir(), "jaeger.log"))
