@@ -232,14 +232,6 @@ func brokerRestart(t *testing.T, down time.Duration) error {
 	return nil
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // has reports whether a message whose Message-ID contains part arrived.
 func (s *mailSink) has(part string) bool {
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +201,13 @@ func islectl(t *testing.T, e fleetEnv, args ...string) (string, int) {
 		require.NoError(t, err)
 	}
 	return out.String(), code
+}
+
+// freeAddr is a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -1,11 +1,10 @@
 package e2e_test
 
 import (
+	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,13 +22,10 @@ import (
 )
 
 // envJaeger names the Jaeger binary of TestTracesInJaeger; by default the
-// one scripts/up -tracing builds into bin/. envJaegerUI names a directory
-// with a build of Jaeger's web UI (jaeger-ui's packages/jaeger-ui/build),
-// which that binary then serves (doc/tracing.md).
-const (
-	envJaeger   = "ISLE_JAEGER"
-	envJaegerUI = "ISLE_JAEGER_UI"
-)
+// one scripts/up -tracing builds into bin/. It runs with scripts/up's
+// configuration, tools/jaeger/config.yaml, whose ISLE_JAEGER_UI names a
+// build of Jaeger's web UI to serve (doc/tracing.md).
+const envJaeger = "ISLE_JAEGER"
 
 // One charge and one paid order in Jaeger: the real binaries export to a
 // Jaeger started for the test, whose API must then hold both traces with
@@ -38,7 +34,7 @@ const (
 // ISLE_SCREENSHOTS names a directory for them too). Skipped without Jaeger.
 func TestTracesInJaeger(t *testing.T) {
 	t.Parallel()
-	bin := cmpOrEnv(envJaeger, filepath.Join("..", "bin", "jaeger"))
+	bin := cmp.Or(os.Getenv(envJaeger), filepath.Join("..", "bin", "jaeger"))
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no Jaeger at %s (scripts/up -tracing builds it; %s names another): %v", bin, envJaeger, err)
 	}
@@ -85,18 +81,15 @@ func TestTracesInJaeger(t *testing.T) {
 	// Jaeger built from its Go module (scripts/up -tracing) has no web UI,
 	// only a placeholder page, unless given a build of the UI (envJaegerUI;
 	// doc/tracing.md); with the UI, each trace's page is opened and saved.
-	var b *browsertest.Browser
 	if j.placeholderUI(t) {
 		t.Logf("%s serves Jaeger's placeholder page, not its UI: traces checked through its API, no screenshot", bin)
 		return
 	}
+	b := browsertest.New(t, 4*time.Minute)
 	for _, shot := range []struct{ trace, want, file string }{
 		{chargeTrace, billing.Queue + " process", "jaeger-charge.png"},
 		{paidTrace, "mail send", "jaeger-paid-order.png"},
 	} {
-		if b == nil {
-			b = browsertest.New(t, 4*time.Minute)
-		}
 		page := j.ui + "/trace/" + shot.trace
 		require.Eventually(t, func() bool {
 			b.Do("open "+shot.file, chromedp.Navigate(page))
@@ -107,73 +100,30 @@ func TestTracesInJaeger(t *testing.T) {
 	}
 }
 
-func cmpOrEnv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // jaeger is a Jaeger all-in-one (in-memory storage) on ports of its own.
 type jaeger struct {
 	otlp, ui string
 }
 
-// startJaeger runs bin with a configuration of free loopback ports: its
-// OTLP/HTTP receiver, and its query service (UI and API).
+// startJaeger runs bin with scripts/up's configuration on free loopback
+// ports: its OTLP receivers and its query service (UI and API).
 func startJaeger(t *testing.T, bin string) *jaeger {
 	t.Helper()
-	otlpPort, uiPort, grpcPort := freePort(t), freePort(t), freePort(t)
-	ui := ""
-	if dir := os.Getenv(envJaegerUI); dir != "" {
-		ui = fmt.Sprintf("    ui:\n      assets_path: %q\n", dir)
+	addrs := map[string]string{}
+	for _, v := range []string{"JAEGER_QUERY_HTTP", "JAEGER_QUERY_GRPC", "JAEGER_OTLP_GRPC", "JAEGER_OTLP_HTTP"} {
+		addrs[v] = freeAddr(t)
 	}
-	cfg := fmt.Sprintf(`service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 1000
-  jaeger_query:
-    storage:
-      traces: memstore
-    http:
-      endpoint: 127.0.0.1:%d
-    grpc:
-      endpoint: 127.0.0.1:%d
-%sreceivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:%d
-processors:
-  batch:
-    timeout: 100ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`, uiPort, grpcPort, ui, otlpPort)
-	path := filepath.Join(t.TempDir(), "jaeger.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	log, err := os.Create(filepath.Join(t.ArtifactDir(), "jaeger.log"))
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "--config", path)
+	cmd := exec.Command(bin, "--config", filepath.Join("..", "tools", "jaeger", "config.yaml"))
+	cmd.Env = os.Environ()
+	for k, v := range addrs {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); log.Close() })
-	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlpPort), ui: fmt.Sprintf("http://127.0.0.1:%d", uiPort)}
+	j := &jaeger{otlp: "http://" + addrs["JAEGER_OTLP_HTTP"], ui: "http://" + addrs["JAEGER_QUERY_HTTP"]}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(j.ui + "/api/services")
 		if err != nil {
@@ -183,14 +133,6 @@ exporters:
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 200*time.Millisecond, "Jaeger's query service answers (log: %s)", log.Name())
 	return j
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // jaegerTrace is what Jaeger's HTTP API answers about traces.
@@ -228,8 +170,9 @@ func (j *jaeger) waitTrace(t *testing.T, id string, ops ...string) {
 				seen = append(seen, s.OperationName)
 			}
 		}
+		names := strings.Join(seen, "\n")
 		for _, op := range ops {
-			if !strings.Contains(strings.Join(seen, "\n"), op) {
+			if !strings.Contains(names, op) {
 				return false
 			}
 		}

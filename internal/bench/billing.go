@@ -91,7 +91,13 @@ func (r *run) took(ctx context.Context, l Load) error {
 	if l.OK == 0 {
 		return fmt.Errorf("bench: usage API, %s: no request succeeded: %s", what, l.FirstErr)
 	}
-	r.charged += l.OK
+	return r.settle(ctx, l.OK)
+}
+
+// settle counts ok more charges and waits for the fleet to write their
+// ledger rows and empty its queues.
+func (r *run) settle(ctx context.Context, ok int64) error {
+	r.charged += ok
 	_, err := r.waitLedger(ctx, r.charged, 2*time.Minute, nil)
 	if err == nil {
 		err = r.waitQueuesEmpty(ctx, time.Minute)
@@ -102,26 +108,30 @@ func (r *run) took(ctx context.Context, l Load) error {
 // endToEnd sends Requests usage requests and times them from the first
 // request to the last ledger row; the CPU of every process is read until the
 // fleet has done all their work (usage statistics included).
-func (r *run) endToEnd(ctx context.Context) error { return r.endToEndAs(ctx, "e2e") }
+func (r *run) endToEnd(ctx context.Context) error {
+	e, err := r.endToEndAs(ctx, "e2e")
+	r.report.EndToEnd = e
+	return err
+}
 
 // endToEndAs is endToEnd with the requests of phase (their ids are the
-// phase's: a second run under another name charges again).
-func (r *run) endToEndAs(ctx context.Context, phase string) error {
-	e := &r.report.EndToEnd
-	e.InFlight = r.cfg.E2EInFlight
+// phase's: a second run under another name charges again); it returns the
+// figures, which endToEnd reports and the tracing phase compares.
+func (r *run) endToEndAs(ctx context.Context, phase string) (EndToEnd, error) {
+	e := EndToEnd{InFlight: r.cfg.E2EInFlight}
 	meter := startCPU(r.processes())
 	began := time.Now()
 	l := closedLoop(ctx, e.InFlight, int64(r.cfg.Requests), 10*time.Minute, r.usage(phase))
 	if l.OK == 0 {
-		return fmt.Errorf("bench: end to end: no request succeeded: %s", l.FirstErr)
+		return e, fmt.Errorf("bench: end to end: no request succeeded: %s", l.FirstErr)
 	}
 	r.charged += l.OK
 	last, err := r.waitLedger(ctx, r.charged, 5*time.Minute, nil)
 	if err != nil {
-		return err
+		return e, err
 	}
 	if err := r.waitQueuesEmpty(ctx, time.Minute); err != nil {
-		return err
+		return e, err
 	}
 	e.CPU = meter.stop(l.OK)
 	e.Requests, e.Errors = l.OK, l.Errors
@@ -135,7 +145,7 @@ func (r *run) endToEndAs(ctx context.Context, phase string) error {
 	for _, c := range e.CPU {
 		r.logf("  %-8s %.2f cores, %.3f ms CPU per request, peak RSS %d MiB", c.Process, c.Cores, c.MsPerRequest, c.PeakRSSBytes>>20)
 	}
-	return nil
+	return e, nil
 }
 
 // processes are the fleet's and the services' processes, and the bench's own.

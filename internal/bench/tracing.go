@@ -50,8 +50,6 @@ func (r *run) tracing(ctx context.Context) error {
 		return err
 	}
 	defer sink.close()
-	saved := r.report.EndToEnd
-	defer func() { r.report.EndToEnd = saved }()
 	var off, on []EndToEnd
 	for round := range tracingRounds {
 		for _, side := range []struct {
@@ -89,18 +87,11 @@ func (r *run) tracedEndToEnd(ctx context.Context, phase, endpoint string) (EndTo
 	if l.OK == 0 {
 		return EndToEnd{}, fmt.Errorf("bench: tracing: warm-up: no request succeeded: %s", l.FirstErr)
 	}
-	r.charged += l.OK
-	if _, err := r.waitLedger(ctx, r.charged, 5*time.Minute, nil); err != nil {
-		return EndToEnd{}, err
-	}
-	if err := r.waitQueuesEmpty(ctx, time.Minute); err != nil {
+	if err := r.settle(ctx, l.OK); err != nil {
 		return EndToEnd{}, err
 	}
 	r.logf("tracing: %s (endpoint %q):", phase, endpoint)
-	if err := r.endToEndAs(ctx, phase); err != nil {
-		return EndToEnd{}, err
-	}
-	return r.report.EndToEnd, nil
+	return r.endToEndAs(ctx, phase)
 }
 
 // combine is the rate of runs together (their requests over their

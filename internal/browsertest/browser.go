@@ -20,8 +20,8 @@ import (
 // screenshots to: ISLE_SCREENSHOTS=$PWD/doc/img makes the README's.
 const EnvScreenshots = "ISLE_SCREENSHOTS"
 
-// Step bounds each step of a test.
-const Step = 30 * time.Second
+// step bounds each step of a test.
+const step = 30 * time.Second
 
 // Browser is a headless chromium driven by chromedp.
 type Browser struct {
@@ -56,15 +56,12 @@ func New(t *testing.T, whole time.Duration) *Browser {
 	return &Browser{t: t, ctx: ctx, dir: os.Getenv(EnvScreenshots)}
 }
 
-// CSS selects by a CSS selector.
-func CSS(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-
-// Do runs one step, bounded by Step.
-func (b *Browser) Do(step string, actions ...chromedp.Action[chromedp.Void]) {
+// Do runs the step what, bounded by 30 seconds.
+func (b *Browser) Do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, Step)
+	ctx, cancel := context.WithTimeout(b.ctx, step)
 	defer cancel()
-	require.NoError(b.t, chromedp.Do(ctx, actions...), step)
+	require.NoError(b.t, chromedp.Do(ctx, actions...), what)
 }
 
 // Text reads the visible text of the element sel selects.
@@ -79,13 +76,13 @@ func (b *Browser) Text(sel string) string {
 func (b *Browser) TryText(sel string) (string, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	return chromedp.Run(ctx, chromedp.Text(CSS(sel)))
+	return chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 }
 
 // Screenshot saves the whole page as the PNG name.
 func (b *Browser) Screenshot(name string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, Step)
+	ctx, cancel := context.WithTimeout(b.ctx, step)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(b.t, err, name)

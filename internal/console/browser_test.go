@@ -31,8 +31,8 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// Without a token the console answers the login form; an admin's token
 	// opens it.
-	b.Do("login", chromedp.Navigate(base+"/"), chromedp.WaitVisible(browsertest.CSS("textarea[name=token]")),
-		chromedp.SendKeys(browsertest.CSS("textarea[name=token]"), f.adminJWT), chromedp.Click(browsertest.CSS("#login")), chromedp.WaitVisible(browsertest.CSS("#queues")))
+	b.Do("login", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("textarea[name=token]")),
+		chromedp.SendKeys(chromedp.CSS("textarea[name=token]"), f.adminJWT), chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#queues")))
 	require.Equal(t, "operator root", strings.TrimSpace(b.Text("header .who")))
 
 	// The overview, once the broker has counted the email queue's 40
@@ -41,38 +41,38 @@ func TestConsoleInABrowser(t *testing.T) {
 	row := `tr[data-queue="` + email.Queue + `"] td.depth`
 	var seen string
 	require.Eventually(t, func() bool {
-		b.Do("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(browsertest.CSS("#queues")))
+		b.Do("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#queues")))
 		seen, _ = b.TryText(`tr[data-queue="` + email.Queue + `"]`)
 		n, _ := b.TryText(row)
 		return strings.TrimSpace(n) == "40"
 	}, 40*time.Second, time.Second, "the overview shows the email queue's depth")
 	t.Logf("email queue row: %q", seen)
 	time.Sleep(4 * time.Second) // a few more samples for the sparklines
-	b.Do("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(browsertest.CSS("#queues")))
+	b.Do("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#queues")))
 	require.Contains(t, b.Text("#health"), "MySQL")
 	b.Screenshot("console-overview.png")
 
 	// Dead messages: the list, and one whole with its two deaths.
-	b.Do("dead", chromedp.Navigate(base+"/dead"), chromedp.WaitVisible(browsertest.CSS("#dead")))
+	b.Do("dead", chromedp.Navigate(base+"/dead"), chromedp.WaitVisible(chromedp.CSS("#dead")))
 	list := b.Text("#dead")
 	require.Contains(t, list, f.deadRef)
 	require.Contains(t, list, f.deadEmail)
 	b.Screenshot("console-dead.png")
-	b.Do("dead message", chromedp.Navigate(base+"/dead/"+f.deadEmail), chromedp.WaitVisible(browsertest.CSS("#history")))
+	b.Do("dead message", chromedp.Navigate(base+"/dead/"+f.deadEmail), chromedp.WaitVisible(chromedp.CSS("#history")))
 	require.Equal(t, 2, strings.Count(b.Text("#history"), "email/"), "both deaths of the message")
 	b.Screenshot("console-dead-message.png")
 
 	// Replay the dead deduction from its page; the billing consumer applies
 	// it: the money page shows its ledger row, and it is no longer pending.
-	b.Do("replay", chromedp.Navigate(base+"/dead/"+f.deadRef), chromedp.WaitVisible(browsertest.CSS("#replay")), chromedp.Click(browsertest.CSS("#replay")),
-		chromedp.WaitVisible(browsertest.CSS("#result")))
+	b.Do("replay", chromedp.Navigate(base+"/dead/"+f.deadRef), chromedp.WaitVisible(chromedp.CSS("#replay")), chromedp.Click(chromedp.CSS("#replay")),
+		chromedp.WaitVisible(chromedp.CSS("#result")))
 	require.Contains(t, b.Text("#result"), "1 selected: 0 not replayed")
 	b.Screenshot("console-replayed.png")
-	b.Do("money", chromedp.Navigate(base+"/money"), chromedp.WaitVisible(browsertest.CSS("input[name=user]")),
-		chromedp.SendKeys(browsertest.CSS("input[name=user]"), "erin"), chromedp.Submit(browsertest.CSS("input[name=user]")), chromedp.WaitVisible(browsertest.CSS("#balances")))
+	b.Do("money", chromedp.Navigate(base+"/money"), chromedp.WaitVisible(chromedp.CSS("input[name=user]")),
+		chromedp.SendKeys(chromedp.CSS("input[name=user]"), "erin"), chromedp.Submit(chromedp.CSS("input[name=user]")), chromedp.WaitVisible(chromedp.CSS("#balances")))
 	var ledger string
 	require.Eventually(t, func() bool {
-		b.Do("money", chromedp.Navigate(base+"/money?user=erin"), chromedp.WaitVisible(browsertest.CSS("#ledger")))
+		b.Do("money", chromedp.Navigate(base+"/money?user=erin"), chromedp.WaitVisible(chromedp.CSS("#ledger")))
 		ledger = b.Text("#ledger")
 		return strings.Contains(ledger, "req-erin-2")
 	}, 20*time.Second, 250*time.Millisecond, "the replayed deduction reaches the ledger")
@@ -85,10 +85,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.Screenshot("console-money.png")
 
 	// Run balance-sync now; the jobs page shows the run and who made it.
-	b.Do("run job", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(browsertest.CSS("#run-balance-sync")), chromedp.Click(browsertest.CSS("#run-balance-sync")),
-		chromedp.WaitVisible(browsertest.CSS("#result")))
+	b.Do("run job", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#run-balance-sync")), chromedp.Click(chromedp.CSS("#run-balance-sync")),
+		chromedp.WaitVisible(chromedp.CSS("#result")))
 	require.Contains(t, b.Text("#result"), "balance-sync ran in")
-	b.Do("jobs", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(browsertest.CSS("#job-balance-sync")))
+	b.Do("jobs", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#job-balance-sync")))
 	require.Contains(t, b.Text("#job-balance-sync"), "console (root)")
 	b.Screenshot("console-jobs.png")
 	runs, err := reconcile.NewRuns(f.db).Last(context.Background(), 5, "balance-sync")
