@@ -32,7 +32,8 @@ func TestBenchShortRun(t *testing.T) {
 	require.NoError(t, err, stderr)
 	var rep struct {
 		Baselines map[string]struct {
-			PerSecond float64 `json:"per_second"`
+			PerSecond   float64 `json:"per_second"`
+			UsPerCharge float64 `json:"us_per_charge"`
 		}
 		Usage []struct {
 			Mode     string
@@ -41,17 +42,41 @@ func TestBenchShortRun(t *testing.T) {
 			P99ms    float64 `json:"p99_ms"`
 		}
 		EndToEnd struct {
-			Requests   int64
-			RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
-			CPU        []struct{ Process string }
+			Requests     int64
+			RatioToRaw   float64 `json:"ratio_to_raw_end_to_end"`
+			RatioToLimit float64 `json:"ratio_to_composite_limit"`
+			CPU          []struct {
+				Process      string
+				PeakRSSBytes int64 `json:"peak_rss_bytes"`
+				PeakOfPhase  bool  `json:"peak_rss_of_phase"`
+			}
 		} `json:"end_to_end"`
+		Batched struct {
+			Size         int `json:"batch_size"`
+			InFlight     int
+			Batches      int64
+			Charges      int64
+			Errors       int64
+			PerSecond    float64 `json:"per_second"`
+			RatioToRaw   float64 `json:"ratio_to_raw_end_to_end"`
+			RatioToLimit float64 `json:"ratio_to_composite_limit"`
+			P50ms        float64 `json:"p50_ms"`
+			P99ms        float64 `json:"p99_ms"`
+			CPU          []struct {
+				Process      string
+				MsPerRequest float64 `json:"ms_per_request"`
+			}
+		}
 		Tracing struct {
-			Skipped      string
-			OnPerSecond  float64 `json:"on_per_second"`
-			OffPerSecond float64 `json:"off_per_second"`
-			Ratio        float64
-			Exports      int64
-			OnAPICPU     float64 `json:"on_api_cpu_ms"`
+			Skipped        string
+			OnRatioToLimit float64 `json:"on_ratio_to_composite_limit"`
+			OnPerSecond    float64 `json:"on_per_second"`
+			OffPerSecond   float64 `json:"off_per_second"`
+			Ratio          float64
+			Exports        int64
+			OnAPICPU       float64 `json:"on_api_cpu_ms"`
+			SampledRatio   float64 `json:"sampled_ratio"`
+			SampleRatio    float64 `json:"sample_ratio"`
 		}
 		Consumer struct {
 			Messages      int64
@@ -84,10 +109,11 @@ func TestBenchShortRun(t *testing.T) {
 			}
 		}
 		Scores struct {
-			Requests   int64
-			Errors     int64
-			RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
-			Checked    bool
+			Requests     int64
+			Errors       int64
+			RatioToRaw   float64 `json:"ratio_to_raw_end_to_end"`
+			RatioToLimit float64 `json:"ratio_to_composite_limit"`
+			Checked      bool
 		}
 		Targets []struct{ Name string }
 	}
@@ -95,6 +121,9 @@ func TestBenchShortRun(t *testing.T) {
 	for _, b := range []string{"raw_publish", "raw_consume", "raw_end_to_end", "redis_deduct", "mysql_batch", "bare_consumer", "bare_consumer_multi_ack"} {
 		require.Positive(t, rep.Baselines[b].PerSecond, "baseline %s", b)
 	}
+	// The composite limit of a charge, from three of them.
+	require.Positive(t, rep.Baselines["composite_limit"].PerSecond)
+	require.Positive(t, rep.Baselines["composite_limit"].UsPerCharge)
 	require.Len(t, rep.Usage, 4, "1, 32 and 128 in flight, then a fixed rate")
 	for _, l := range rep.Usage {
 		require.Positive(t, l.OK, "%s %d", l.Mode, l.InFlight)
@@ -102,20 +131,48 @@ func TestBenchShortRun(t *testing.T) {
 	}
 	require.EqualValues(t, 2000, rep.EndToEnd.Requests, "-short: a tenth of the default 20,000")
 	require.Positive(t, rep.EndToEnd.RatioToRaw)
+	require.Positive(t, rep.EndToEnd.RatioToLimit)
 	procs := map[string]bool{}
 	for _, c := range rep.EndToEnd.CPU {
 		procs[c.Process] = true
+		if c.Process == "api" || c.Process == "worker" {
+			require.True(t, c.PeakOfPhase, "the %s's peak RSS is the phase's own", c.Process)
+			require.Positive(t, c.PeakRSSBytes)
+		}
 	}
 	for _, p := range []string{"api", "worker", "rabbitmq", "mariadb", "redis", "bench"} {
 		require.True(t, procs[p], "CPU of %s", p)
+	}
+	// Batches: a tenth of the default 400, of 100 charges each, all charged
+	// and in the ledger.
+	bt := rep.Batched
+	require.Equal(t, 100, bt.Size)
+	require.Equal(t, 8, bt.InFlight)
+	require.EqualValues(t, 40, bt.Batches)
+	require.EqualValues(t, 4000, bt.Charges)
+	require.Zero(t, bt.Errors)
+	require.Positive(t, bt.PerSecond)
+	require.Positive(t, bt.RatioToRaw)
+	require.Positive(t, bt.RatioToLimit)
+	require.Positive(t, bt.P50ms)
+	require.GreaterOrEqual(t, bt.P99ms, bt.P50ms)
+	procs = map[string]bool{}
+	for _, c := range bt.CPU {
+		procs[c.Process] = c.MsPerRequest > 0 || c.Process == "relay"
+	}
+	for _, p := range []string{"api", "worker", "rabbitmq", "mariadb", "redis", "bench"} {
+		require.True(t, procs[p], "batch phase: CPU of %s", p)
 	}
 	// The end-to-end load again with every span exported: every request
 	// charged anew, and spans received.
 	require.Empty(t, rep.Tracing.Skipped)
 	require.Positive(t, rep.Tracing.OnPerSecond)
 	require.Positive(t, rep.Tracing.Ratio)
+	require.Positive(t, rep.Tracing.OnRatioToLimit)
 	require.Positive(t, rep.Tracing.Exports)
 	require.Positive(t, rep.Tracing.OnAPICPU)
+	require.Positive(t, rep.Tracing.SampledRatio, "and sampled as compose samples")
+	require.InDelta(t, 0.1, rep.Tracing.SampleRatio, 1e-9)
 	// Timed from the first ledger row seen to the last: most of the 2,000.
 	require.Positive(t, rep.Consumer.Messages)
 	require.LessOrEqual(t, rep.Consumer.Messages, int64(2000))
@@ -161,8 +218,10 @@ func TestBenchShortRun(t *testing.T) {
 	require.EqualValues(t, 500, rep.Scores.Requests)
 	require.Zero(t, rep.Scores.Errors)
 	require.Positive(t, rep.Scores.RatioToRaw)
+	require.Positive(t, rep.Scores.RatioToLimit)
 	require.True(t, rep.Scores.Checked)
-	require.Len(t, rep.Targets, 7, "the five of doc/performance.md, the cost of tracing, and the relay's lag at its default interval")
+	require.Len(t, rep.Targets, 12, "doc/performance.md's: end to end one at a time and batched, the batch's p99, the API's p99, "+
+		"the consumer, the api's and the worker's CPU and peak memory, tracing, the relay's lag, the run's time")
 
 	// Nothing of the bench's fleet is left.
 	var dbs int
@@ -175,4 +234,33 @@ func TestBenchShortRun(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ch.QueueDeclarePassive("islebench.agent.billing.deduct.queue", true, false, false, false, nil)
 	require.Error(t, err, "the bench's queues were deleted")
+}
+
+// -phases batch alone runs the batch phase on a fleet of its own: no
+// baseline, so no ratio, and no other phase.
+func TestBenchBatchPhaseAlone(t *testing.T) {
+	storetest.Services(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := newFleetEnv(t, storetest.MySQLDSN(t))
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "islectl"), "bench", "-phases", "batch", "-batches", "12", "-batch-size", "150", "-users", "20")
+	cmd.Env = env.list()
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, stderr)
+	for _, want := range []string{
+		// Batches of 150: the bench's fleet takes them (AGENT_USAGE_BATCH_MAX).
+		`(?m)^batched usage end to end, 150 a batch, 8 in flight \(first batch to last ledger row\) +[\d,]+ charges/s; batch p50 [\d.]+, p99 [\d.]+`,
+		`CPU during the batch phase \(1,800 charges in 12 batches of 150; until every message was handled\)`,
+		`(?m)^ +worker +[\d.]+ +[\d.]+ +\d+ +\d+ *$`,
+		`(?m)^bench run \(s\) .* met$`,
+	} {
+		require.Regexp(t, want, string(out))
+	}
+	for _, not := range []string{"raw RabbitMQ", "composite limit", "usage API", "CPU during the end-to-end phase", "batch p99 at"} {
+		require.NotContains(t, string(out), not, "-phases batch measures no %s (a batch of 150 is not the goal's)", not)
+	}
 }

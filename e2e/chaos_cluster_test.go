@@ -244,9 +244,13 @@ func (cl *localCluster) phase(t *testing.T, seed uint64, queueType string, fault
 	var wg sync.WaitGroup
 	stream := uint64(0)
 	rng := func() *rand.Rand { stream++; return rand.New(rand.NewPCG(seed, stream)) }
-	for g := range 6 {
+	for g := range 6 { // five charge one call at a time, one in batches
 		r := rng()
-		wg.Go(func() { l.chargeLoop(ctx, r, chargers, rec, g) })
+		if g < 5 {
+			wg.Go(func() { l.chargeLoop(ctx, r, chargers, rec, g) })
+		} else {
+			wg.Go(func() { l.batchLoop(ctx, r, chargers, rec, g) })
+		}
 	}
 	for _, u := range payers {
 		r := rng()

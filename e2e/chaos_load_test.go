@@ -62,12 +62,39 @@ func (l *loadEnv) call(ctx context.Context, method, path, token, ctype string, b
 	return resp.StatusCode, raw, time.Since(began)
 }
 
-// charge is one usage request and what the client was told.
+// charge is one usage request, alone or an item of a batch, and what the
+// client was told.
 type charge struct {
 	user, id string
-	status   int
+	in, out  int  // its tokens: the body a resend repeats
+	batch    bool // sent as an item of a batch
+	status   int  // the item's status in a batch's answer; a batch not answered 200 gives its items its own
 	deducted string
 	unknown  bool // a 503 whose reason is outcome_unknown: it may be either
+}
+
+// body is the charge's usage record, as POST /v1/agent/usage takes it and
+// as an item of a batch.
+func (c charge) body() map[string]any {
+	return map[string]any{"requestId": c.id, "username": c.user, "modelName": "gpt-test", "inputTokens": c.in, "outputTokens": c.out}
+}
+
+// told reads what the client was told of a charge answered status with
+// body raw: a charge's, or an error's.
+func (c *charge) told(status int, raw []byte) {
+	c.status = status
+	switch status {
+	case http.StatusOK:
+		var a struct {
+			Deducted string `json:"deductedFen"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		c.deducted = a.Deducted
+	case http.StatusServiceUnavailable:
+		var e struct{ Reason string }
+		_ = json.Unmarshal(raw, &e)
+		c.unknown = e.Reason == "outcome_unknown"
+	}
 }
 
 // paid is one order and whether its gateway callback was answered success.
@@ -129,40 +156,125 @@ func (r *record) status(domain string, st int, raw []byte, took time.Duration) {
 		deferred: bytes.Contains(raw, []byte(`"ledger":"deferred"`))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.count(domain, st)
+	r.answers = append(r.answers, a)
+}
+
+// batch records the answer to a batch of charges (status st, body raw)
+// and its items with what each was told: the batch is refused when it or
+// one of its items was (a 5xx, or no answer).
+func (r *record) batch(st int, raw []byte, took time.Duration, items []charge) {
+	a := answer{at: time.Now(), took: took, domain: "billing batches", status: st,
+		refused: st == 0 || st >= 500, deferred: bytes.Contains(raw, []byte(`"ledger":"deferred"`))}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count(a.domain, st)
+	for _, c := range items {
+		a.refused = a.refused || c.status == 0 || c.status >= 500
+		r.count("billing batch items", c.status)
+	}
+	r.answers = append(r.answers, a)
+	r.charges = append(r.charges, items...)
+}
+
+// count counts an answer of status st of domain; r.mu is held.
+func (r *record) count(domain string, st int) {
 	if r.http[domain] == nil {
 		r.http[domain] = map[int]int{}
 	}
 	r.http[domain][st]++
-	r.answers = append(r.answers, a)
 }
 
 // chargeLoop posts usage charges for users until ctx ends.
 func (l *loadEnv) chargeLoop(ctx context.Context, rnd *rand.Rand, users []string, rec *record, g int) {
 	for n := 0; ctx.Err() == nil; n++ {
-		c := charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("c%d-%d", g, n)}
-		body := fmt.Sprintf(`{"requestId":%q,"username":%q,"modelName":"gpt-test","inputTokens":%d,"outputTokens":%d}`, c.id, c.user, 1+rnd.IntN(400), rnd.IntN(100))
-		st, raw, took := l.call(ctx, http.MethodPost, "/v1/agent/usage", l.svc, "application/json", []byte(body), rnd)
+		c := charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("c%d-%d", g, n), in: 1 + rnd.IntN(400), out: rnd.IntN(100)}
+		body, _ := json.Marshal(c.body())
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/agent/usage", l.svc, "application/json", body, rnd)
 		if ctx.Err() != nil && st == 0 {
 			return // cut off by the end of the load: not a request the check knows about
 		}
-		c.status = st
-		switch st {
-		case http.StatusOK:
-			var a struct {
-				Deducted string `json:"deductedFen"`
-			}
-			_ = json.Unmarshal(raw, &a)
-			c.deducted = a.Deducted
-		case http.StatusServiceUnavailable:
-			var e struct{ Error struct{ Reason string } }
-			_ = json.Unmarshal(raw, &e)
-			c.unknown = e.Error.Reason == "outcome_unknown"
+		told := raw
+		var e struct{ Error json.RawMessage }
+		if st != http.StatusOK && json.Unmarshal(raw, &e) == nil && e.Error != nil {
+			told = e.Error // the error's object, as a batch gives it for an item
 		}
+		c.told(st, told)
 		rec.status("billing", st, raw, took)
 		rec.mu.Lock()
 		rec.charges = append(rec.charges, c)
 		rec.mu.Unlock()
 	}
+}
+
+// batchLoop posts usage charges for users in batches until ctx ends, as an
+// agent gateway does: 1 to 20 calls a batch; in one batch of four an
+// invalid call (answered 400 in its result, the others charged), and in
+// one of three the resend of a charge answered 200 before, alone or in a
+// batch (a replay, which must not charge again).
+func (l *loadEnv) batchLoop(ctx context.Context, rnd *rand.Rand, users []string, rec *record, g int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		var items []charge
+		for k := range 1 + rnd.IntN(20) {
+			items = append(items, charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("b%d-%d-%d", g, n, k), in: 1 + rnd.IntN(400), out: rnd.IntN(100)})
+		}
+		if rnd.IntN(4) == 0 {
+			items = append(items, charge{user: users[rnd.IntN(len(users))], id: fmt.Sprintf("b%d-%d-invalid", g, n), in: -1})
+		}
+		if rnd.IntN(3) == 0 {
+			if c, ok := rec.chargedBefore(rnd); ok {
+				items = append(items, charge{user: c.user, id: c.id, in: c.in, out: c.out})
+			}
+		}
+		rnd.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+		bodies := make([]map[string]any, len(items))
+		for i, c := range items {
+			bodies[i] = c.body()
+		}
+		body, _ := json.Marshal(map[string]any{"items": bodies})
+		st, raw, took := l.call(ctx, http.MethodPost, "/v1/agent/usage/batch", l.svc, "application/json", body, rnd)
+		if ctx.Err() != nil && st == 0 {
+			return
+		}
+		var a struct {
+			Results []struct {
+				Status int
+				Charge json.RawMessage
+				Error  json.RawMessage
+			}
+		}
+		read := st == http.StatusOK && json.Unmarshal(raw, &a) == nil && len(a.Results) == len(items)
+		for i := range items {
+			items[i].batch = true
+			switch {
+			case read && a.Results[i].Status == http.StatusOK:
+				items[i].told(http.StatusOK, a.Results[i].Charge)
+			case read:
+				items[i].told(a.Results[i].Status, a.Results[i].Error)
+			case st == http.StatusOK:
+				items[i].status = 0 // an answer that cannot be read tells nothing
+			default:
+				items[i].status = st
+			}
+		}
+		rec.batch(st, raw, took, items)
+	}
+}
+
+// chargedBefore picks a charge answered 200 earlier, if there is one.
+func (r *record) chargedBefore(rnd *rand.Rand) (charge, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.charges) == 0 {
+		return charge{}, false
+	}
+	start := rnd.IntN(len(r.charges))
+	for i := range min(len(r.charges), 100) {
+		if c := r.charges[(start+i)%len(r.charges)]; c.status == http.StatusOK {
+			return c, true
+		}
+	}
+	return charge{}, false
 }
 
 // payLoop recharges user through orders paid by signed Alipay callbacks,

@@ -83,9 +83,13 @@ func TestChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	stream := uint64(0)
 	rng := func() *rand.Rand { stream++; return rand.New(rand.NewPCG(seed, stream)) }
-	for g := range 8 {
+	for g := range 8 { // seven charge one call at a time, one in batches
 		r := rng()
-		wg.Go(func() { l.chargeLoop(ctx, r, billing, rec, g) })
+		if g < 7 {
+			wg.Go(func() { l.chargeLoop(ctx, r, billing, rec, g) })
+		} else {
+			wg.Go(func() { l.batchLoop(ctx, r, billing, rec, g) })
+		}
 	}
 	for _, u := range payers {
 		r := rng()
@@ -381,48 +385,6 @@ func (f *faultLog) add(s string) {
 	f.list = append(f.list, s)
 }
 
-// drain waits until every queue of the topology has been empty, and every
-// outbox row published, for 3 s: a message still in the outbox (a relay
-// killed with a claimed batch, a publish backing off) is not yet where the
-// checks look.
-func drain(t *testing.T, conn *amqp.Connection, tp *topology.Topology, db *gorm.DB, timeout time.Duration) {
-	t.Helper()
-	var queues []string
-	for _, d := range tp.Domains() {
-		queues = append(queues, d.Queue)
-		if d.HasRetry() {
-			queues = append(queues, d.RetryQueue, d.DLQ)
-		}
-	}
-	deadline := time.Now().Add(timeout)
-	quiet, busy := time.Time{}, ""
-	for time.Now().Before(deadline) {
-		busy = ""
-		for _, q := range queues {
-			if n := storetest.QueueDepth(t, conn, q); n > 0 {
-				busy = fmt.Sprintf("%s holds %d", q, n)
-			}
-		}
-		for _, table := range store.OutboxTables {
-			var n int
-			require.NoError(t, db.Raw("SELECT COUNT(*) FROM "+table+" WHERE published_at IS NULL AND parked_at IS NULL").Scan(&n).Error)
-			if n > 0 {
-				busy = fmt.Sprintf("%s holds %d rows to publish", table, n)
-			}
-		}
-		switch {
-		case busy != "":
-			quiet = time.Time{}
-		case quiet.IsZero():
-			quiet = time.Now()
-		case time.Since(quiet) > 3*time.Second:
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("chaos: queues and outbox not drained within %s: %s", timeout, busy)
-}
-
 // reconcileOnce runs `reconcile -once job`; while the job's lock is held it
 // refuses, and is asked again: by the fleet's reconciler running the same
 // job, or for up to the lock's minute by one the schedule SIGKILLed while
@@ -516,35 +478,61 @@ type chaosCheck struct {
 
 func (k chaosCheck) charges() {
 	t, db, c, rec := k.t, k.db, k.c, k.rec
-	// Billing: a 200 is one DEDUCT row with what the client was told; a
-	// refusal charged nothing; an unanswered request, or one answered that
-	// its outcome is unknown, may be either.
-	accepted, effects, refusedCharged, unknown := 0, 0, 0, 0
+	// Billing, alone and in batches: a 200 is one DEDUCT row with what the
+	// client was told; a refusal charged nothing; an unanswered request, or
+	// one answered that its outcome is unknown, may be either. A batch
+	// resends only charges answered 200, so an id sent twice may be in the
+	// ledger when any of its answers says it may.
+	var rows []store.LedgerEntry
+	require.NoError(t, db.Select("username", "entry_id", "amount_fen", "shortfall_fen").Where("kind = 'DEDUCT'").Find(&rows).Error)
+	ledger := make(map[[2]string]store.LedgerEntry, len(rows)) // one at most: the ledger's key is (user, kind, entry id)
+	for _, r := range rows {
+		ledger[[2]string{r.Username, r.EntryID}] = r
+	}
+	mayCharge := map[[2]string]bool{}
 	for _, ch := range rec.charges {
-		var rows []store.LedgerEntry
-		require.NoError(t, db.Where("username = ? AND kind = 'DEDUCT' AND entry_id = ?", ch.user, ch.id).Find(&rows).Error)
+		if ch.status == http.StatusOK || ch.status == 0 || ch.unknown {
+			mayCharge[[2]string{ch.user, ch.id}] = true
+		}
+	}
+	type tally struct{ accepted, effects, refusedCharged, unknown, resent int }
+	var alone, batched tally
+	sent := map[[2]string]bool{}
+	for _, ch := range rec.charges {
+		tl := &alone
+		if ch.batch {
+			tl = &batched
+		}
+		key := [2]string{ch.user, ch.id}
+		if sent[key] {
+			tl.resent++
+		}
+		sent[key] = true
+		row, charged := ledger[key]
 		switch {
 		case ch.status == http.StatusOK:
-			accepted++
-			if len(rows) == 0 {
+			tl.accepted++
+			if !charged {
 				c.lost++
-				t.Errorf("charge %s of %s answered 200 (%s) has no ledger row", ch.id, ch.user, ch.deducted)
+				t.Errorf("charge %s of %s answered 200 (%s; in a batch: %v) has no ledger row", ch.id, ch.user, ch.deducted, ch.batch)
 				continue
 			}
-			effects++
-			if got := rows[0].Deducted().StringFixed(8); got != ch.deducted {
+			tl.effects++
+			if got := row.Deducted().StringFixed(8); got != ch.deducted {
 				c.moneyErrors = append(c.moneyErrors, fmt.Sprintf("%s/%s told %s, ledger %s", ch.user, ch.id, ch.deducted, got))
 			}
 		case ch.unknown:
-			unknown++
-		case ch.status != 0 && len(rows) > 0:
-			refusedCharged++
+			tl.unknown++
+		case ch.status != 0 && charged && !mayCharge[key]:
+			tl.refusedCharged++
 			c.duplicated++
-			t.Errorf("charge %s of %s answered %d but charged", ch.id, ch.user, ch.status)
+			t.Errorf("charge %s of %s answered %d (in a batch: %v) but charged", ch.id, ch.user, ch.status, ch.batch)
 		}
 	}
-	c.row("billing charges", accepted, effects, fmt.Sprintf("answers %v; refused yet charged %d; outcome unknown %d", rec.http["billing"], refusedCharged, unknown))
-
+	c.row("billing charges", alone.accepted, alone.effects, fmt.Sprintf("answers %v; refused yet charged %d; outcome unknown %d",
+		rec.http["billing"], alone.refusedCharged, alone.unknown))
+	c.row("billing batch items", batched.accepted, batched.effects, fmt.Sprintf("items %v in batches answered %v; resent after a 200 %d; refused yet charged %d; outcome unknown %d",
+		rec.http["billing batch items"], rec.http["billing batches"], batched.resent, batched.refusedCharged, batched.unknown))
 }
 
 func (k chaosCheck) money() {

@@ -63,6 +63,20 @@ func TestDemoRunsAgainstAFleet(t *testing.T) {
 	all("player bests in mini_game_score")
 	all("passes with their material stored")
 	all("counted in agent_usage_event")
+	// Part of the usage went as batches: every batch taken, every item
+	// charged or answered as the replay of a charge sent alone before.
+	m := regexp.MustCompile(`(?m)^agent usage batches +(\d+) +(\d+) +0 +0 +0 +(\d+) items: (\d+) charged, (\d+) charges sent alone .* (\d+) refused$`).FindStringSubmatch(summary)
+	require.NotNil(t, m, "the batches' row")
+	n := make([]int, len(m))
+	for i := 1; i < len(m); i++ {
+		n[i], _ = strconv.Atoi(m[i])
+	}
+	require.Positive(t, n[1], "batches sent")
+	require.Equal(t, n[1], n[2], "batches accepted")
+	require.Positive(t, n[4], "items charged")
+	require.Equal(t, n[3], n[4]+n[5], "every item charged or a replay")
+	require.Zero(t, n[6], "items refused")
+	require.Regexp(t, `\(`+m[4]+` of the charges sent in batches\)`, summary)
 	require.Regexp(t, `(?m)^mails: [1-9]\d* of \d+ expected .* as \.eml files in `+regexp.QuoteMeta(mailDir), summary)
 	require.Regexp(t, `(?m)^leaderboard 2048, top 5 .*\n  1  demo-0[1-3]  \d+`, summary)
 	require.Regexp(t, `(?m)^email codes +3 +3 +0 `, summary, "3 codes asked and accepted")

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,13 +15,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/eisland/isle/internal/browsertest"
-	"github.com/eisland/isle/order"
-	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 )
 
 // envJaeger names the Jaeger binary of TestTracesInJaeger; by default the
-// one scripts/up -tracing builds into bin/. It runs with scripts/up's
+// one scripts/up -tracing=jaeger builds into bin/. It runs with scripts/up's
 // configuration, tools/jaeger/config.yaml, whose ISLE_JAEGER_UI names a
 // build of Jaeger's web UI to serve (doc/tracing.md).
 const envJaeger = "ISLE_JAEGER"
@@ -36,49 +33,16 @@ func TestTracesInJaeger(t *testing.T) {
 	t.Parallel()
 	bin := cmp.Or(os.Getenv(envJaeger), filepath.Join("..", "bin", "jaeger"))
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no Jaeger at %s (scripts/up -tracing builds it; %s names another): %v", bin, envJaeger, err)
+		t.Skipf("no Jaeger at %s (scripts/up -tracing=jaeger builds it; %s names another): %v", bin, envJaeger, err)
 	}
 	j := startJaeger(t, bin)
-	traced := func(e fleetEnv) {
-		e["OTEL_EXPORTER_OTLP_ENDPOINT"] = j.otlp
-		e["OTEL_BSP_SCHEDULE_DELAY"] = "50"
-	}
-	var keys string
-	f := newBillingFleet(t, map[string]string{"alice": "100000", "rosa": "0"}, func(ae fleetEnv) { keys = payKeys(t, ae); traced(ae) })
-	te := maps.Clone(f.env)
-	traced(te)
-	start(t, te, "worker", "-handlers", "agent-billing,agent-usage-stats,payment-notify,payment-receipt").waitFor(t, 30*time.Second, "worker started")
-	start(t, te, "relay").waitFor(t, 30*time.Second, "relay started")
+	sc := newTraceScene(t, j.otlp)
+	j.waitTrace(t, chargeTrace, "POST /v1/agent/usage", "redis deduct.lua", sc.billing.Queue+" process", sc.usage.Queue+" process")
+	// The paid order: its callback's trace reaches the receipt mail.
+	paidTrace := j.findTrace(t, "isle-worker", sc.receipts.Queue+" process")
+	j.waitTrace(t, paidTrace, sc.notices.Queue+" process", "mysql transaction", sc.receipts.RoutingKey+" publish", "mail send")
 
-	// A charge, with the caller's traceparent so that its trace id is known.
-	const chargeTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	req, err := http.NewRequest(http.MethodPost, "http://"+f.addr+"/v1/agent/usage",
-		strings.NewReader(`{"requestId":"jaeger-1","username":"alice","modelName":"gpt-test","inputTokens":1200,"outputTokens":300}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+chargeTrace+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	billing, _ := f.tp.Domain(topology.DomainAgentBilling)
-	usage, _ := f.tp.Domain(topology.DomainAgentUsageStats)
-	j.waitTrace(t, chargeTrace, "POST /v1/agent/usage", "redis deduct.lua", billing.Queue+" process", usage.Queue+" process")
-
-	// A paid order: its callback's trace reaches the receipt mail.
-	rosa := f.userToken(t, "rosa")
-	no := f.payOrder(t, rosa, order.ProductAgentRecharge, order.ChannelAlipay, 5000, "rosa@example.com")
-	ctl := maps.Clone(f.env)
-	ctl["API_ADDR"] = f.addr
-	out, code := islectl(t, ctl, "pay", "simulate", "-dir", keys, "-order", no, "-notify-id", "nid-jaeger", "-transaction-id", "2026120222002")
-	require.Zero(t, code, out)
-	receipts, _ := f.tp.Domain(topology.DomainPaymentReceipt)
-	paidTrace := j.findTrace(t, "isle-worker", receipts.Queue+" process")
-	notices, _ := f.tp.Domain(topology.DomainPaymentNotify)
-	j.waitTrace(t, paidTrace, notices.Queue+" process", "mysql transaction", receipts.RoutingKey+" publish", "mail send")
-
-	// Jaeger built from its Go module (scripts/up -tracing) has no web UI,
+	// Jaeger built from its Go module (scripts/up -tracing=jaeger) has no web UI,
 	// only a placeholder page, unless given a build of the UI (envJaegerUI;
 	// doc/tracing.md); with the UI, each trace's page is opened and saved.
 	if j.placeholderUI(t) {
@@ -87,7 +51,7 @@ func TestTracesInJaeger(t *testing.T) {
 	}
 	b := browsertest.New(t, 4*time.Minute)
 	for _, shot := range []struct{ trace, want, file string }{
-		{chargeTrace, billing.Queue + " process", "jaeger-charge.png"},
+		{chargeTrace, sc.billing.Queue + " process", "jaeger-charge.png"},
 		{paidTrace, "mail send", "jaeger-paid-order.png"},
 	} {
 		page := j.ui + "/trace/" + shot.trace

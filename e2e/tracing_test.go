@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/hex"
 	"io"
 	"maps"
@@ -15,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/internal/images"
 	"github.com/eisland/isle/order"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -105,7 +107,7 @@ func (c *collector) add(req *collectortrace.ExportTraceServiceRequest) {
 func (c *collector) waitFor(t *testing.T, what string, want ...func(span) bool) []span {
 	t.Helper()
 	var found []span
-	require.Eventually(t, func() bool {
+	ok := assert.Eventually(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		found = found[:0]
@@ -123,7 +125,11 @@ func (c *collector) waitFor(t *testing.T, what string, want ...func(span) bool) 
 			found = append(found, c.spans[i])
 		}
 		return true
-	}, 30*time.Second, 50*time.Millisecond, "spans of %s: got %v", what, c.all())
+	}, 30*time.Second, 50*time.Millisecond)
+	if !ok {
+		// The spans as they are now, not as they were when the wait began.
+		t.Fatalf("spans of %s: got %v", what, c.all())
+	}
 	return found
 }
 
@@ -152,16 +158,8 @@ func TestTracesFollowAChargeToMySQL(t *testing.T) {
 	w.waitFor(t, 30*time.Second, "worker started")
 
 	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	body := `{"requestId":"traced-1","username":"alice","modelName":"gpt-test","inputTokens":10,"outputTokens":0}`
-	req, err := http.NewRequest(http.MethodPost, "http://"+f.addr+"/v1/agent/usage", strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-"+parent+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	f.post(t, "/v1/agent/usage", `{"requestId":"traced-1","username":"alice","modelName":"gpt-test","inputTokens":10,"outputTokens":0}`,
+		f.token, map[string]string{"traceparent": "00-" + traceID + "-" + parent + "-01"})
 
 	billing, _ := f.tp.Domain(topology.DomainAgentBilling)
 	usage, _ := f.tp.Domain(topology.DomainAgentUsageStats)
@@ -200,17 +198,8 @@ func TestTracesContinueASpringProducersTrace(t *testing.T) {
 	w.waitFor(t, 30*time.Second, "worker started")
 
 	dom, _ := f.tp.Domain(topology.DomainEmail)
-	body, err := topology.Encode(topology.EmailCodeDispatch{TraceID: "spring-1", Email: "traced@example.test", Scene: "LOGIN",
-		Code: "123456", CreatedAtEpochSeconds: time.Now().Unix()})
-	require.NoError(t, err)
 	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	ch, err := f.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	require.NoError(t, ch.PublishWithContext(context.Background(), dom.Exchange, dom.RoutingKey, false, false, amqp.Publishing{
-		ContentType: "application/json", Body: body, MessageId: "spring-traced-1",
-		Headers: amqp.Table{"__TypeId__": dom.TypeID, "traceparent": "00-" + traceID + "-" + parent + "-01", "x-trace-id": "spring-1"},
-	}))
+	f.publishSpringEmail(t, "spring-traced-1", "00-"+traceID+"-"+parent+"-01")
 
 	got := c.waitFor(t, "a Spring producer's message", func(s span) bool {
 		return s.service == "isle-worker" && s.kind == tracepb.Span_SPAN_KIND_CONSUMER && s.traceID == traceID
@@ -265,4 +254,132 @@ func TestTracesCrossTheOutboxToTheReceipt(t *testing.T) {
 	require.Equal(t, tx.id, relayed.parent, "the relay continues the transaction that wrote the row")
 	require.Equal(t, relayed.id, mailed.parent, "the receipt's worker continues the relay's publish")
 	require.Equal(t, mailed.id, sent.parent, "the mail is sent inside the receipt's handling")
+}
+
+// An upload's trace reaches its replication through object_outbox: the
+// row keeps the trace context of the transaction that wrote it, the
+// relay's publish continues it, and so does the worker that copies the
+// object.
+func TestTracesCrossTheObjectOutboxToTheReplication(t *testing.T) {
+	t.Parallel()
+	c := newCollector(t)
+	f := newBillingFleet(t, nil, c.tracingEnv)
+	te := maps.Clone(f.env)
+	c.tracingEnv(te)
+	start(t, te, "worker", "-handlers", "object-replication").waitFor(t, 30*time.Second, "worker started")
+	start(t, te, "relay").waitFor(t, 30*time.Second, "relay started")
+
+	f.upload(t, f.userToken(t, "una"), store.KindAvatar, images.SamplePNG(64, 7))
+	upload := c.waitFor(t, "the upload", func(s span) bool {
+		return s.service == "isle-api" && s.kind == tracepb.Span_SPAN_KIND_SERVER && strings.Contains(s.name, "/v1/objects")
+	})[0]
+	dom, _ := f.tp.Domain(topology.DomainObjectReplication)
+	in := func(service string, kind tracepb.Span_SpanKind, name string) func(span) bool {
+		return func(s span) bool {
+			return s.traceID == upload.traceID && s.service == service && s.kind == kind && strings.Contains(s.name, name)
+		}
+	}
+	got := c.waitFor(t, "the replication",
+		in("isle-api", tracepb.Span_SPAN_KIND_CLIENT, "mysql transaction"),
+		in("isle-relay", tracepb.Span_SPAN_KIND_PRODUCER, dom.RoutingKey),
+		in("isle-worker", tracepb.Span_SPAN_KIND_CONSUMER, dom.Queue),
+	)
+	tx, relayed, replicated := got[0], got[1], got[2]
+	require.Equal(t, upload.id, tx.parent, "the object's transaction runs inside the upload")
+	require.Equal(t, tx.id, relayed.parent, "the relay continues the transaction that wrote the row")
+	require.Equal(t, relayed.id, replicated.parent, "the worker continues the relay's publish")
+}
+
+// Sampling as the compose file and the Kubernetes manifests set it
+// (parentbased_traceidratio), at a ratio of 0 in the api and 1 in the
+// worker: a request that comes without a trace is sampled out in the api,
+// and the worker, which would sample every trace that starts in it, keeps
+// that decision because the context reaches it; one that comes sampled (a
+// client's traceparent, a Spring producer's message) is recorded in every
+// binary it crosses.
+func TestSamplingKeepsTheParentsDecision(t *testing.T) {
+	t.Parallel()
+	c := newCollector(t)
+	sampling := func(ratio string) func(fleetEnv) {
+		return func(e fleetEnv) {
+			c.tracingEnv(e)
+			e["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+			e["OTEL_TRACES_SAMPLER_ARG"] = ratio
+		}
+	}
+	f := newBillingFleet(t, map[string]string{"alice": "100000"}, sampling("0"))
+	we := maps.Clone(f.env)
+	sampling("1")(we)
+	start(t, we, "worker", "-handlers", "agent-billing,agent-usage-stats,email").waitFor(t, 30*time.Second, "worker started")
+
+	charge := func(id string, headers map[string]string) {
+		t.Helper()
+		f.post(t, "/v1/agent/usage", `{"requestId":"`+id+`","username":"alice","modelName":"gpt-test","inputTokens":10,"outputTokens":0}`,
+			f.token, headers)
+	}
+	charge("unsampled-1", nil) // first: its spans, were any recorded, would be exported before the next's
+	const traceID, spring = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
+	charge("sampled-1", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+	f.publishSpringEmail(t, "spring-sampled-1", "00-"+spring+"-b7ad6b7169203331-01")
+	dom, _ := f.tp.Domain(topology.DomainEmail)
+
+	billing, _ := f.tp.Domain(topology.DomainAgentBilling)
+	in := func(trace, service string, kind tracepb.Span_SpanKind, name string) func(span) bool {
+		return func(s span) bool {
+			return s.traceID == trace && s.service == service && s.kind == kind && strings.Contains(s.name, name)
+		}
+	}
+	c.waitFor(t, "the sampled charge and the Spring message",
+		in(traceID, "isle-api", tracepb.Span_SPAN_KIND_SERVER, "POST /v1/agent/usage"),
+		in(traceID, "isle-api", tracepb.Span_SPAN_KIND_PRODUCER, billing.RoutingKey),
+		in(traceID, "isle-worker", tracepb.Span_SPAN_KIND_CONSUMER, billing.Queue),
+		in(spring, "isle-worker", tracepb.Span_SPAN_KIND_CONSUMER, dom.Queue),
+	)
+	for _, s := range c.all() {
+		// The worker's group commits are traces of their own (a root with
+		// links, and its transactions): only the messages' spans count.
+		if s.service == "isle-api" || s.kind == tracepb.Span_SPAN_KIND_CONSUMER || s.kind == tracepb.Span_SPAN_KIND_PRODUCER {
+			require.Contains(t, []string{traceID, spring}, s.traceID, "a span of the charge sampled out in the api: %v", s)
+		}
+	}
+}
+
+// At the public edge a caller Isle does not trust with its traces (here an
+// anonymous client asking for an email code) gets a trace of Isle's own,
+// linked to the one it sent, and its baggage and tracestate do not reach
+// the broker; a service-role caller (the agent gateway) goes on in its own
+// trace, baggage included.
+func TestPublicCallersStartTheirOwnTrace(t *testing.T) {
+	t.Parallel()
+	c := newCollector(t)
+	f := newBillingFleet(t, map[string]string{"alice": "100000"}, c.tracingEnv)
+	const anonTrace, gatewayTrace = "11111111111111111111111111111111", "22222222222222222222222222222222"
+	send := func(path, body, token, trace string) {
+		t.Helper()
+		f.post(t, path, body, token, map[string]string{"traceparent": "00-" + trace + "-00f067aa0ba902b7-01",
+			"tracestate": "vendor=secret", "baggage": "user.secret=42"})
+	}
+	send("/v1/auth/email-codes", `{"email":"edge@example.com","scene":"LOGIN"}`, "", anonTrace)
+	send("/v1/agent/usage", `{"requestId":"edge-1","username":"alice","modelName":"gpt-test","inputTokens":10,"outputTokens":0}`, f.token, gatewayTrace)
+
+	// The messages as they are in their queues (no worker runs here).
+	message := func(domain string) amqp.Delivery {
+		t.Helper()
+		dom, _ := f.tp.Domain(domain)
+		return takeMessage(t, f.conn, dom.Queue)
+	}
+	mail := message(topology.DomainEmail)
+	require.NotContains(t, mail.Headers["traceparent"], anonTrace, "an anonymous caller's trace is not continued")
+	require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, mail.Headers["traceparent"], "the message carries Isle's own trace")
+	require.NotContains(t, mail.Headers, "baggage")
+	require.NotContains(t, mail.Headers, "tracestate")
+	charge := message(topology.DomainAgentBilling)
+	require.Contains(t, charge.Headers["traceparent"], gatewayTrace, "the gateway's trace goes on")
+	require.Equal(t, "user.secret=42", charge.Headers["baggage"])
+
+	// The anonymous request's span begins a trace linked to the caller's.
+	ownTrace := strings.Split(mail.Headers["traceparent"].(string), "-")[1]
+	c.waitFor(t, "the anonymous request", func(s span) bool {
+		return s.service == "isle-api" && s.kind == tracepb.Span_SPAN_KIND_SERVER && s.traceID == ownTrace && slices.Contains(s.links, anonTrace)
+	})
 }

@@ -245,16 +245,7 @@ func TestDLQReplay(t *testing.T) {
 	require.Contains(t, out, "already replayed")
 
 	// The main queue has no consumer in this worker: the replayed message waits there, once.
-	ch, err := f.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	var d amqp.Delivery
-	require.Eventually(t, func() bool {
-		var ok bool
-		d, ok, err = ch.Get(f.email.Queue, false)
-		require.NoError(t, err)
-		return ok
-	}, 10*time.Second, 50*time.Millisecond)
+	d := takeMessage(t, f.conn, f.email.Queue)
 	require.Equal(t, "dead-0", d.MessageId)
 	require.NotContains(t, d.Headers, f.email.RetryHeader, "the retry count is reset")
 	require.EqualValues(t, 1, d.Headers["x-replay-count"])

@@ -25,6 +25,11 @@ func (f *consumerFixture) firstDeliveries() []badMessage {
 	}
 }
 
+// madeUpWechatCallback is a WeChat Pay notification body (a JSON string)
+// whose resource no API v3 key sealed.
+const madeUpWechatCallback = `"{\"id\":\"EV-1\",\"resource\":{\"algorithm\":\"AEAD_AES_256_GCM\",` +
+	`\"ciphertext\":\"AAAAAAAAAAAAAAAAAAAAAA==\",\"associated_data\":\"transaction\",\"nonce\":\"0123456789ab\"}}"`
+
 const (
 	usageR1    = `{"requestId":"ann:r1","modelName":"m","inputTokens":3,"costMicroFen":300000000}`
 	springNoID = `{"username":"ann","amountFen":"2.5","modelName":"m","inputTokens":7,"outputTokens":2}`
@@ -153,6 +158,9 @@ func (f *consumerFixture) badMessages() []badMessage {
 		badMessage{name: "paid one fen", body: f.notice(`,"amountFen":1`), want: dead},
 		badMessage{name: "paid in dollars", body: f.notice(`,"currency":"USD"`), want: dead},
 		badMessage{name: "no amount (Spring's message)", body: f.notice(`,"amountFen":null,"currency":null`), want: dead},
+		// Without the amount only the gateway's callback in rawBody, verified with the gateways' keys, can say what was paid.
+		badMessage{name: "no amount, a made-up callback", body: f.notice(`,"amountFen":null,"currency":null,"rawBody":` + madeUpWechatCallback), want: dead},
+		badMessage{name: "no amount, rawBody not a callback", body: f.notice(`,"amountFen":null,"currency":null,"rawBody":"success"`), want: dead},
 		badMessage{name: "amount not a number", body: f.notice(`,"amountFen":"lots"`), want: dead},
 		badMessage{name: "negative amount", body: f.notice(`,"amountFen":-3000`), want: dead},
 		// The contract: states of a trade in progress are ignored, not recorded.

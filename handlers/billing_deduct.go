@@ -14,10 +14,12 @@ import (
 
 // Ledger applies debits to MySQL exactly once and records entries whose
 // Redis side is done (store.LedgerWriter, group-committed): each debit gets
-// its result, or the error of the transaction it was in.
+// its result, or the error of the transaction it was in. A settled mark is
+// written with a later transaction and not waited for: one never written
+// leaves its entry to balance-sync, which settles it again.
 type Ledger interface {
 	ApplyDebits(ctx context.Context, ds []store.Debit) ([]store.DebitResult, []error)
-	MarkSettled(ctx context.Context, entries ...store.EntryKey) error
+	NoteSettled(entries ...store.EntryKey)
 }
 
 // BalanceSettler reflects committed ledger entries in the Redis balance
@@ -58,139 +60,102 @@ func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	return messaging.Typed(NewDeductor(d.Ledger, settler, log).Handle)
 }
 
-// Handle applies one deduction (HandleBatch of one); the delivery, for its
-// message id, comes from ctx.
+// Handle applies one deduction: its calls meet those of the other
+// handlers in flight in the group-committing writers, which make the
+// batches (one ledger transaction, one Redis pipeline for many). The
+// delivery, for its message id, comes from ctx.
 func (h *Deductor) Handle(ctx context.Context, m topology.AgentBillingDeduct) error {
 	d, _ := messaging.DeliveryFrom(ctx)
-	return h.HandleBatch(ctx, []DeductItem{{Delivery: d, Msg: m}})[0]
+	dd, debit, err := h.deduction(ctx, d, m, h.now())
+	if err != nil {
+		return err
+	}
+	results, applyErrs := h.ledger.ApplyDebits(ctx, []store.Debit{debit})
+	settle, err := h.applied(&dd, m, results[0], applyErrs[0])
+	if err != nil || !settle {
+		return err
+	}
+	settled, err := h.balance.Settle(ctx, dd.entry)
+	if err == nil {
+		err = settled[0].Err
+	}
+	if err != nil {
+		return fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", dd.id, err)
+	}
+	h.warnSettled(dd, settled[0])
+	h.ledger.NoteSettled(dd.entry.Key())
+	return nil
 }
 
-// DeductItem is one deduction of a HandleBatch: its record, and the
-// delivery that brought it (its key, its Redelivered flag).
-type DeductItem struct {
-	Delivery messaging.Delivery
-	Msg      topology.AgentBillingDeduct
-}
-
-// deduction is one item of a batch on its way through HandleBatch.
+// deduction is one deduction on its way through Handle.
 type deduction struct {
-	at       int // its index in the batch
 	ctx      context.Context
 	id       string
 	fromIsle bool
 	entry    store.SettleEntry
 }
 
-// HandleBatch applies a batch of deductions together: their ledger rows in
-// one transaction, their Redis side in one pipeline, their settled marks in
-// one update, each shared with other calls in flight. Each item gets its
-// own answer: a failure of one never fails the others.
-func (h *Deductor) HandleBatch(ctx context.Context, items []DeductItem) []error {
-	errs := make([]error, len(items))
-	var todo []deduction
-	var debits []store.Debit
-	now := h.now()
-	for i, it := range items {
-		m := it.Msg
-		amount, err := m.Amount()
-		if err != nil {
-			errs[i] = messaging.Permanent(err)
-			continue
-		}
-		dd := deduction{at: i, ctx: messaging.WithDelivery(ctx, it.Delivery), id: m.DeductionID, fromIsle: m.DeductionID != ""}
-		if store.IsForeignKey(m.DeductionID) {
-			// Such an id could name a foreign message's row (doc/money.md).
-			errs[i] = messaging.Permanent(fmt.Errorf("deductionId %q: ids beginning %s are the keys of messages without one",
-				m.DeductionID, strings.Join(store.ForeignKeyPrefixes, " or ")))
-			continue
-		}
-		var sameBody string
-		if !dd.fromIsle {
-			// A producer without deduction ids (the Java backend): keyed by
-			// its message id, or, for a message without one, by the id the
-			// retry middleware gave this delivery (doc/money.md, "Messages
-			// without ids").
-			dd.id = store.ForeignKey(it.Delivery.Key(), ledgerIDMax)
-			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
-				sameBody = store.ForeignKey(it.Delivery.SameBody(), ledgerIDMax)
-			}
-		}
-		todo = append(todo, dd)
-		debits = append(debits, store.Debit{
-			Username: m.Username, ID: dd.id, Amount: amount, ModelName: m.ModelName,
-			InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: now, Source: "consumer",
-			SelfSettled: !dd.fromIsle, // the producer's own script keeps its Redis balance
-			Ref:         m.PendingRef, RequestHash: m.RequestHash, SameBody: sameBody,
-		})
+// deduction reads m, brought by d, as the debit to apply on now, keyed by
+// its deduction id or, for a producer without them, by d (doc/money.md,
+// "Messages without ids"); ctx carries d. A record that can never apply is
+// a Permanent error.
+func (h *Deductor) deduction(ctx context.Context, d messaging.Delivery, m topology.AgentBillingDeduct, now time.Time) (deduction, store.Debit, error) {
+	amount, err := m.Amount()
+	if err != nil {
+		return deduction{}, store.Debit{}, messaging.Permanent(err)
 	}
-	if len(todo) == 0 {
-		return errs
+	if store.IsForeignKey(m.DeductionID) {
+		// Such an id could name a foreign message's row (doc/money.md).
+		return deduction{}, store.Debit{}, messaging.Permanent(fmt.Errorf("deductionId %q: ids beginning %s are the keys of messages without one",
+			m.DeductionID, strings.Join(store.ForeignKeyPrefixes, " or ")))
 	}
-	results, applyErrs := h.ledger.ApplyDebits(ctx, debits)
-	var settle []deduction
-	settling := map[store.EntryKey]bool{} // a deduction twice in a batch is settled once
-	for j, dd := range todo {
-		m, res := items[dd.at].Msg, results[j]
-		switch {
-		case applyErrs[j] != nil:
-			errs[dd.at] = fmt.Errorf("apply deduction %s of %s: %w", dd.id, m.Username, applyErrs[j]) // retried
-			continue
-		case res.Err != nil:
-			errs[dd.at] = messaging.Permanent(fmt.Errorf("deduction %s: %w", dd.id, res.Err))
-			continue
-		}
-		if res.Shortfall.IsPositive() {
-			h.log.WarnContext(dd.ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", dd.id, "shortfall", res.Shortfall)
-		}
-		dd.entry = store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: dd.id,
-			Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall), Ref: res.Ref, RequestHash: res.RequestHash}
-		if res.Settled {
-			// Applied and settled before (a redelivery, the reconciler, or a
-			// second charge of the id): a pending record of the id may be left.
-			if dd.fromIsle {
-				h.resettle(dd.ctx, dd.entry)
-			}
-			continue
-		}
-		// Applied now, or applied before by a process that died before the
-		// Redis side: settle it (idempotent), then record that in MySQL. A
-		// failure is retried; the ledger row stays as it is.
-		if !settling[dd.entry.Key()] {
-			settling[dd.entry.Key()] = true
-			settle = append(settle, dd)
+	dd := deduction{ctx: ctx, id: m.DeductionID, fromIsle: m.DeductionID != ""}
+	var sameBody string
+	if !dd.fromIsle {
+		// A producer without deduction ids (the Java backend): keyed by
+		// its message id, or, for a message without one, by the id the
+		// retry middleware gave this delivery (doc/money.md, "Messages
+		// without ids").
+		dd.id = store.ForeignKey(d.Key(), ledgerIDMax)
+		if d.Redelivered && d.SameBody() != "" {
+			sameBody = store.ForeignKey(d.SameBody(), ledgerIDMax)
 		}
 	}
-	if len(settle) == 0 {
-		return errs
+	return dd, store.Debit{
+		Username: m.Username, ID: dd.id, Amount: amount, ModelName: m.ModelName,
+		InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens), OccurredAt: now, Source: "consumer",
+		SelfSettled: !dd.fromIsle, // the producer's own script keeps its Redis balance
+		Ref:         m.PendingRef, RequestHash: m.RequestHash, SameBody: sameBody,
+	}, nil
+}
+
+// applied deals with what the ledger did with dd's debit (res, or the
+// error of its transaction, retried): it says whether the deduction's
+// Redis side is still to settle, with dd.entry set to settle it.
+func (h *Deductor) applied(dd *deduction, m topology.AgentBillingDeduct, res store.DebitResult, err error) (bool, error) {
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("apply deduction %s of %s: %w", dd.id, m.Username, err) // retried
+	case res.Err != nil:
+		return false, messaging.Permanent(fmt.Errorf("deduction %s: %w", dd.id, res.Err))
 	}
-	entries := make([]store.SettleEntry, len(settle))
-	for k, dd := range settle {
-		entries[k] = dd.entry
+	if res.Shortfall.IsPositive() {
+		h.log.WarnContext(dd.ctx, "deduction larger than the MySQL balance", "user", m.Username, "deduction", dd.id, "shortfall", res.Shortfall)
 	}
-	settled, err := h.balance.Settle(ctx, entries...)
-	var marked []deduction
-	for k, dd := range settle {
-		e := err
-		if e == nil {
-			e = settled[k].Err
+	dd.entry = store.SettleEntry{Username: m.Username, Kind: store.SettleDeduction, EntryID: dd.id,
+		Amount: res.Amount, Seq: res.Seq, Deducted: res.Amount.Add(res.Shortfall), Ref: res.Ref, RequestHash: res.RequestHash}
+	if res.Settled {
+		// Applied and settled before (a redelivery, the reconciler, or a
+		// second charge of the id): a pending record of the id may be left.
+		if dd.fromIsle {
+			h.resettle(dd.ctx, dd.entry)
 		}
-		if e != nil {
-			errs[dd.at] = fmt.Errorf("deduction %s is in MySQL, settling Redis: %w", dd.id, e)
-			continue
-		}
-		h.warnSettled(dd, settled[k])
-		marked = append(marked, dd)
+		return false, nil
 	}
-	keys := make([]store.EntryKey, len(marked))
-	for k, dd := range marked {
-		keys[k] = dd.entry.Key()
-	}
-	if err := h.ledger.MarkSettled(ctx, keys...); err != nil {
-		for _, dd := range marked {
-			errs[dd.at] = fmt.Errorf("deduction %s settled, recording it: %w", dd.id, err)
-		}
-	}
-	return errs
+	// Applied now, or applied before by a process that died before the
+	// Redis side: settle it (idempotent), then record that in MySQL. A
+	// failure is retried; the ledger row stays as it is.
+	return true, nil
 }
 
 // warnSettled logs what settling a deduction found out of the ordinary.

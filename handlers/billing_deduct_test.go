@@ -63,11 +63,10 @@ func (l *fakeLedger) apply(d store.Debit) (store.DebitResult, error) {
 	return r, nil
 }
 
-func (l *fakeLedger) MarkSettled(_ context.Context, entries ...store.EntryKey) error {
+func (l *fakeLedger) NoteSettled(entries ...store.EntryKey) {
 	for _, e := range entries {
 		l.settled[[2]string{e.Username, e.EntryID}] = true
 	}
-	return nil
 }
 
 // fakeBalance records what the consumer asked of the hot balance.
@@ -137,30 +136,4 @@ func TestBillingDeductRetriesOrDeadLetters(t *testing.T) {
 	bad.AmountFen = "-1"
 	err = handlers.NewDeductor(newFakeLedger(), &fakeBalance{}, quiet).Handle(context.Background(), bad)
 	require.True(t, messaging.IsPermanent(err), "a bad amount goes to the DLQ")
-}
-
-// A batch is applied together (one Settle call for all it applied) and
-// each item answered on its own: one that can never apply does not hold
-// back the others.
-func TestBillingDeductBatchAnswersEachItem(t *testing.T) {
-	t.Parallel()
-	l, b := newFakeLedger(), &fakeBalance{}
-	l.missing = "ghost"
-	h := handlers.NewDeductor(l, b, quiet)
-	item := func(id, user, amount string) handlers.DeductItem {
-		return handlers.DeductItem{Delivery: messaging.Delivery{MessageID: "m-" + id},
-			Msg: topology.AgentBillingDeduct{DeductionID: id, Username: user, AmountFen: amount, ModelName: "m"}}
-	}
-	errs := h.HandleBatch(context.Background(), []handlers.DeductItem{
-		item("a", "u", "1"), item("b", "ghost", "1"), item("c", "u", "-1"), item("d", "v", "2"), item("a", "u", "1"),
-	})
-	require.NoError(t, errs[0])
-	require.True(t, messaging.IsPermanent(errs[1]), "unknown user: %v", errs[1])
-	require.True(t, messaging.IsPermanent(errs[2]), "bad amount: %v", errs[2])
-	require.NoError(t, errs[3])
-	require.NoError(t, errs[4], "the same deduction twice in a batch applies once")
-	require.Len(t, l.rows, 2)
-	require.Equal(t, 1, b.calls, "one Settle pipeline for the batch")
-	require.ElementsMatch(t, []string{"a", "d"}, b.settled)
-	require.True(t, l.settled[[2]string{"u", "a"}] && l.settled[[2]string{"v", "d"}], "both marked settled")
 }

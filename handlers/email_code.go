@@ -12,35 +12,44 @@ import (
 
 	"github.com/eisland/isle/internal/mail"
 	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 )
 
 // CodeMailer mails verification codes (doc/mail.md): it renders the scene's
-// mail and sends it through the configured mailer. A message older than
-// the code's TTL is dropped with a log line: its code can no longer be
-// used. A mailer's permanent refusal (a rejected address) goes to the DLQ;
-// anything else is retried (10 s × 3 by the seed).
+// mail and sends it through the configured mailer, once per code however
+// often its message comes (SentOnce). A message older than the code's TTL
+// is dropped with a log line: its code can no longer be used. A mailer's
+// permanent refusal (a rejected address) goes to the DLQ; anything else is
+// retried (10 s × 3, the contract's policy: doc/contract.md).
 type CodeMailer struct {
 	mailer mail.Mailer
+	once   SentOnce
 	ttl    time.Duration
 	log    *slog.Logger
 	now    func() time.Time
 }
 
+// SentOnce sends a mail at most once per key (store.SentMails): a call
+// that meets another sending the same key gets store.ErrMailSending.
+type SentOnce interface {
+	SendOnce(ctx context.Context, key string, send func(context.Context) error) (sent bool, err error)
+}
+
 // NewCodeMailer returns the email consumer.
-func NewCodeMailer(m mail.Mailer, log *slog.Logger) *CodeMailer {
-	if m == nil || log == nil {
+func NewCodeMailer(m mail.Mailer, once SentOnce, log *slog.Logger) *CodeMailer {
+	if m == nil || once == nil || log == nil {
 		panic("handlers: NewCodeMailer: nil dependency")
 	}
-	return &CodeMailer{mailer: m, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
+	return &CodeMailer{mailer: m, once: once, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
 }
 
 func emailCodeConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewCodeMailer(d.Mailer, log).Handle)
+	return messaging.Typed(NewCodeMailer(d.Mailer, store.NewSentMails(d.Redis), log).Handle)
 }
 
-// Handle mails m's code, unless it expired.
+// Handle mails m's code, unless it expired or was mailed before.
 func (h *CodeMailer) Handle(ctx context.Context, m topology.EmailCodeDispatch) error {
 	age := h.now().Sub(time.Unix(m.CreatedAtEpochSeconds, 0))
 	if age > h.ttl {
@@ -51,16 +60,23 @@ func (h *CodeMailer) Handle(ctx context.Context, m topology.EmailCodeDispatch) e
 	if err != nil {
 		return messaging.Permanent(err)
 	}
+	key := codeDispatchKey(m)
 	send := func(ctx context.Context) error {
-		return h.mailer.Send(ctx, content.Message(m.Email, codeDispatchKey(m)))
+		return inSpan(ctx, "mail send", func(ctx context.Context) error {
+			return h.mailer.Send(ctx, content.Message(m.Email, key))
+		})
 	}
-	if err := inSpan(ctx, "mail send", send); err != nil {
-		if errors.Is(err, mail.ErrPermanent) {
-			return messaging.Permanent(err)
-		}
-		return fmt.Errorf("mail %s code: %w", m.Scene, err)
+	sent, err := h.once.SendOnce(ctx, key, send)
+	switch {
+	case errors.Is(err, mail.ErrPermanent):
+		return messaging.Permanent(err)
+	case err != nil:
+		return fmt.Errorf("mail %s code: %w", m.Scene, err) // retried: ErrMailSending finds it sent then
+	case sent:
+		h.log.InfoContext(ctx, "email code sent", "scene", m.Scene)
+	default:
+		h.log.InfoContext(ctx, "email code sent before: not again", "scene", m.Scene)
 	}
-	h.log.InfoContext(ctx, "email code sent", "scene", m.Scene)
 	return nil
 }
 

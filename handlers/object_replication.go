@@ -28,7 +28,7 @@ type Stores struct {
 // message delivered twice copies once; a failed attempt leaves the task
 // failed with its error, and the message goes to the retry queue.
 type Replicator struct {
-	db      *gorm.DB
+	objects *store.Objects
 	source  objstore.Store
 	target  objstore.Store
 	timeout time.Duration // one copy's limit
@@ -42,7 +42,7 @@ func NewReplicator(db *gorm.DB, source, target objstore.Store, timeout time.Dura
 	if db == nil || source == nil || target == nil || log == nil {
 		panic("handlers: NewReplicator: nil dependency")
 	}
-	return &Replicator{db: db, source: source, target: target, timeout: timeout, log: log, now: time.Now}
+	return &Replicator{objects: store.NewObjects(db), source: source, target: target, timeout: timeout, log: log, now: time.Now}
 }
 
 func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
@@ -51,13 +51,15 @@ func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 
 // Handle replicates the object of m's task.
 func (h *Replicator) Handle(ctx context.Context, m topology.ObjectReplication) error {
-	var task store.ReplicationTask
-	err := h.db.WithContext(ctx).Take(&task, *m.TaskID).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
+	if *m.TaskID <= 0 {
 		return messaging.Permanent(fmt.Errorf("no replication task %d", *m.TaskID))
+	}
+	task, err := h.objects.Task(ctx, uint64(*m.TaskID))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return messaging.Permanent(err)
 	case err != nil:
-		return fmt.Errorf("read replication task %d: %w", *m.TaskID, err)
+		return err
 	case task.Status == store.TaskDone:
 		h.log.DebugContext(ctx, "replication task already done; skipped", "task", task.ID)
 		return nil
@@ -94,30 +96,13 @@ func (h *Replicator) Handle(ctx context.Context, m topology.ObjectReplication) e
 
 // done marks the task done and sets its object's replica URL together.
 func (h *Replicator) done(ctx context.Context, task store.ReplicationTask, replica string) error {
-	now := h.now().UTC()
-	err := h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", task.ID, store.TaskDone).Updates(map[string]any{
-			"status": store.TaskDone, "target_url": replica, "done_at": now, "attempts": gorm.Expr("attempts + 1"), "last_error": nil,
-		})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error // another delivery finished it first
-		}
-		return tx.Model(&store.StoredObject{}).Where("id = ?", task.ObjectID).Update("replica_url", replica).Error
-	})
-	if err != nil {
-		return fmt.Errorf("task %d: mark done: %w", task.ID, err)
-	}
-	return nil
+	return h.objects.FinishTask(ctx, task, replica, h.now())
 }
 
 // failed records a failed attempt on the task; the message's retry carries
 // on whether or not this write succeeds.
 func (h *Replicator) failed(ctx context.Context, id uint64, cause error) {
-	msg := messaging.Clip(cause.Error(), 2000)
-	err := h.db.WithContext(ctx).Model(&store.ReplicationTask{}).Where("id = ? AND status <> ?", id, store.TaskDone).Updates(map[string]any{
-		"status": store.TaskFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": msg,
-	}).Error
-	if err != nil {
+	if err := h.objects.FailTask(ctx, id, messaging.Clip(cause.Error(), 2000)); err != nil {
 		h.log.WarnContext(ctx, "could not record a failed replication attempt", "task", id, "err", err)
 	}
 }

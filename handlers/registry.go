@@ -31,6 +31,10 @@ type Deps struct {
 	Stores      Stores             // the object stores
 	Mailer      mail.Mailer        // verification codes and receipts
 	CopyTimeout time.Duration      // one replication copy's limit; 0 = none
+	// Payments verifies the gateway callback in the rawBody of a paid
+	// notification without its amount (paynotify.Gateways); nil: nothing
+	// does, and such a notification is refused.
+	Payments PaymentProofs
 }
 
 // A Consumer builds the handler of one domain's main queue: the worker
@@ -39,30 +43,31 @@ type Deps struct {
 // copies, DLQ, recovery, timeout, metrics). One that groups its writes
 // says Batches: its calls meet in the group-committing writers of Deps
 // (one transaction, one Redis pipeline for the many in flight), and the
-// worker gives its queue a deeper prefetch so that many are. One that keys
-// a message without an id by its delivery (Delivery.Key) says FinishHeld:
-// a worker that stops must hand out what its channels hold rather than
-// give it back to come again flagged as redelivered, which such a consumer
-// must take for a message it may have applied (doc/money.md, "Messages
-// without ids"); the worker's subscriber does so for every queue.
+// worker gives its queue a deeper prefetch so that many are.
+//
+// A stopping worker hands out what every queue's channels hold rather than
+// give it back (cmd/worker, messaging.SubscriberConfig.FinishHeld): the
+// consumers that key a message without an id by its delivery (Delivery.Key:
+// agent-billing, agent-usage-stats) must take a delivery that comes again
+// flagged as redelivered for one they may have applied (doc/money.md,
+// "Messages without ids").
 type Consumer struct {
-	Domain     string
-	New        func(d Deps, log *slog.Logger) messaging.HandlerFunc
-	Batches    bool
-	FinishHeld bool
+	Domain  string
+	New     func(d Deps, log *slog.Logger) messaging.HandlerFunc
+	Batches bool
 }
 
 // Consumers is every main-queue consumer Isle runs: a new one is a file in
 // this package and one line here.
 var Consumers = []Consumer{
-	{topology.DomainAgentBilling, billingDeductConsumer, true, true},
-	{topology.DomainAgentUsageStats, usageStatsConsumer, true, true},
-	{topology.DomainObjectReplication, objectReplicationConsumer, false, false},
-	{topology.DomainIdentityMaterial, identityMaterialConsumer, false, false},
-	{topology.DomainEmail, emailCodeConsumer, false, false},
-	{topology.DomainPaymentNotify, paymentNotifyConsumer, false, false},
-	{topology.DomainPaymentReceipt, paymentReceiptConsumer, false, false},
-	{topology.DomainMiniGameScore, scoreUpsertConsumer, false, false},
+	{Domain: topology.DomainAgentBilling, New: billingDeductConsumer, Batches: true},
+	{Domain: topology.DomainAgentUsageStats, New: usageStatsConsumer, Batches: true},
+	{Domain: topology.DomainObjectReplication, New: objectReplicationConsumer},
+	{Domain: topology.DomainIdentityMaterial, New: identityMaterialConsumer},
+	{Domain: topology.DomainEmail, New: emailCodeConsumer},
+	{Domain: topology.DomainPaymentNotify, New: paymentNotifyConsumer},
+	{Domain: topology.DomainPaymentReceipt, New: paymentReceiptConsumer},
+	{Domain: topology.DomainMiniGameScore, New: scoreUpsertConsumer},
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
@@ -72,12 +77,11 @@ var NotConsumed = map[string]string{}
 // A Route is a consumer ready to run: what the worker's -handlers names
 // ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).
 type Route struct {
-	Name       string
-	Domain     topology.Domain
-	DLQ        bool // the domain's dead-letter queue, which stores dead messages
-	Batches    bool // its writes are group-committed (Consumer.Batches)
-	FinishHeld bool // a stopping worker hands out what the route's channels hold (Consumer.FinishHeld)
-	Handle     messaging.HandlerFunc
+	Name    string
+	Domain  topology.Domain
+	DLQ     bool // the domain's dead-letter queue, which stores dead messages
+	Batches bool // its writes are group-committed (Consumer.Batches)
+	Handle  messaging.HandlerFunc
 }
 
 // Routes builds every consumer of tp: the main consumer of each domain in
@@ -90,7 +94,7 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 		if !ok {
 			panic("handlers: Consumers names a domain the topology lacks: " + c.Domain) // a wiring bug stops start-up
 		}
-		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, FinishHeld: c.FinishHeld, Handle: c.New(d, d.Log.With("handler", c.Domain))})
+		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, Handle: c.New(d, d.Log.With("handler", c.Domain))})
 	}
 	for _, dom := range tp.Domains() {
 		if dom.HasRetry() {

@@ -42,17 +42,3 @@ func TestEveryDomainIsConsumedOrSaysWhyNot(t *testing.T) {
 		require.True(t, ok, "NotConsumed names %q, which the topology lacks", name)
 	}
 }
-
-// The consumers that key a message without an id by its delivery (the
-// deductions and usage of the Spring producers) finish what their channels
-// hold when a worker stops: given back, those deliveries would come again
-// flagged as redelivered, and be taken for messages applied before.
-func TestDeliveryKeyedConsumersFinishWhatTheyHold(t *testing.T) {
-	t.Parallel()
-	finish := map[string]bool{}
-	for _, c := range handlers.Consumers {
-		finish[c.Domain] = c.FinishHeld
-	}
-	require.True(t, finish[topology.DomainAgentBilling])
-	require.True(t, finish[topology.DomainAgentUsageStats])
-}

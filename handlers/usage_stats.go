@@ -12,7 +12,7 @@ import (
 )
 
 // usageIDMax is the size of agent_usage_event.request_id.
-const usageIDMax = 255
+const usageIDMax = store.UsageKeyMax
 
 // UsageCounter counts usages once in MySQL (store.UsageWriter,
 // group-committed) and reports of each whether this call counted it, or the
@@ -28,8 +28,8 @@ type UsageHashes interface {
 }
 
 // UsageRecorder upserts per-model per-day deltas into agent_usage_stats and
-// HINCRBYs agent:usage:{model} (doc/money.md). The domain has no retry (the
-// 002: fire-and-forget): a failure is logged and counted by
+// HINCRBYs agent:usage:{model} (doc/money.md). The domain has no retry (the contract's
+// usage messages are fire-and-forget): a failure is logged and counted by
 // messaging.RetryMiddleware, and the message acked.
 type UsageRecorder struct {
 	counter UsageCounter
@@ -55,62 +55,40 @@ func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
 	return messaging.Typed(NewUsageRecorder(d.Usage, hashes, log).Handle)
 }
 
-// Handle counts one usage (HandleBatch of one); the delivery, for its
-// message id, comes from ctx.
+// Handle counts one usage, once in MySQL, then, when counted now, in the
+// Redis hashes; its calls meet those of the other handlers in flight in
+// the group-committing writers, which make the batches. The delivery, for
+// its message id, comes from ctx.
 func (h *UsageRecorder) Handle(ctx context.Context, m topology.AgentUsageStats) error {
 	d, _ := messaging.DeliveryFrom(ctx)
-	return h.HandleBatch(ctx, []UsageItem{{Delivery: d, Msg: m}})[0]
+	us := []store.Usage{h.usage(d, m, h.now().In(topology.UTC8))}
+	counted, errs := h.counter.CountUsages(ctx, us)
+	switch {
+	case errs[0] != nil:
+		return fmt.Errorf("count usage %s: %w", us[0].RequestID, errs[0])
+	case !counted[0]:
+		return nil
+	}
+	if err := h.hashes.IncrUsage(ctx, us); err != nil {
+		return fmt.Errorf("usage %s counted in MySQL, not in Redis: %w", us[0].RequestID, err)
+	}
+	return nil
 }
 
-// UsageItem is one usage of a HandleBatch: its record, and the delivery
-// that brought it (its key, its Redelivered flag).
-type UsageItem struct {
-	Delivery messaging.Delivery
-	Msg      topology.AgentUsageStats
-}
-
-// HandleBatch counts a batch of usages, on the day (UTC+8) they are
-// handled: once each in MySQL (shared transactions), then the ones counted
-// now in the Redis hashes, in one pipeline (shared too).
-func (h *UsageRecorder) HandleBatch(ctx context.Context, items []UsageItem) []error {
-	day := h.now().In(topology.UTC8)
-	us := make([]store.Usage, len(items))
-	for i, it := range items {
-		m := it.Msg
-		id, sameBody := m.RequestID, ""
-		if id == "" {
-			// Keyed as a deduction without an id is (billing_deduct.go).
-			id = store.ForeignKey(it.Delivery.Key(), usageIDMax)
-			if it.Delivery.Redelivered && it.Delivery.SameBody() != "" {
-				sameBody = store.ForeignKey(it.Delivery.SameBody(), usageIDMax)
-			}
-		}
-		us[i] = store.Usage{
-			RequestID: id, SameBody: sameBody, Model: m.ModelName, Day: day,
-			InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
-			ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
+// usage is m, brought by d, as the usage to count on day, keyed by its
+// request id or, for a message without one, by d as a deduction without
+// an id is (billing_deduct.go).
+func (h *UsageRecorder) usage(d messaging.Delivery, m topology.AgentUsageStats, day time.Time) store.Usage {
+	id, sameBody := store.RequestKey(m.RequestID, usageIDMax), ""
+	if m.RequestID == "" {
+		id = store.ForeignKey(d.Key(), usageIDMax)
+		if d.Redelivered && d.SameBody() != "" {
+			sameBody = store.ForeignKey(d.SameBody(), usageIDMax)
 		}
 	}
-	counted, countErrs := h.counter.CountUsages(ctx, us)
-	errs := make([]error, len(items))
-	var incr []store.Usage
-	var at []int
-	for i, err := range countErrs {
-		switch {
-		case err != nil:
-			errs[i] = fmt.Errorf("count usage %s: %w", us[i].RequestID, err)
-		case counted[i]:
-			incr = append(incr, us[i])
-			at = append(at, i)
-		}
+	return store.Usage{
+		RequestID: id, SameBody: sameBody, Model: m.ModelName, Day: day,
+		InputTokens: int64(m.InputTokens), CachedTokens: int64(m.CachedTokens), OutputTokens: int64(m.OutputTokens),
+		ReasoningTokens: int64(m.ReasoningTokens), CostMicroFen: m.CostMicroFen,
 	}
-	if len(incr) == 0 {
-		return errs
-	}
-	if err := h.hashes.IncrUsage(ctx, incr); err != nil {
-		for k, i := range at {
-			errs[i] = fmt.Errorf("usage %s counted in MySQL, not in Redis: %w", incr[k].RequestID, err)
-		}
-	}
-	return errs
 }

@@ -130,9 +130,10 @@ func (o Order) Apply(n topology.PaymentNotify, now time.Time) (Step, error) {
 
 // paidAsOrdered checks a SUCCESS against its order: the amount and the
 // currency the verified callback carried are the order's. A SUCCESS
-// without them (the Spring producer sends neither) is refused: the
-// message is then only its publisher's word that the order was paid
-// (doc/payments.md, "What the worker trusts").
+// without them is refused: the message is then only its publisher's word
+// that the order was paid (doc/payments.md, "What the worker trusts"). The
+// Spring producer sends neither; its consumer gives such a message the
+// amount its rawBody's verified callback says (Proven) before this check.
 func (o Order) paidAsOrdered(n topology.PaymentNotify) error {
 	switch {
 	case n.AmountFen == nil || n.Currency == "":

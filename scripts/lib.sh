@@ -118,6 +118,26 @@ ensure_chromium() {
     say "chromium is not installed (and this is not root with apt): the console's browser test will skip"
 }
 
+# ensure_trace_viewer builds the trace viewer scripts/up -tracing runs,
+# otel-desktop-viewer (pinned by tools/viewer, a module of its own so that
+# its dependencies stay out of Isle's), into bin/ when it is not there.
+# It embeds DuckDB, which needs cgo: gcc and g++ are installed from Debian
+# when missing. It returns 1, having said why, when it cannot be built.
+ensure_trace_viewer() {
+  [ -x bin/otel-desktop-viewer ] && return 0
+  if ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; then
+    apt_install gcc g++ || {
+      say "the trace viewer needs a C and a C++ compiler (sudo apt-get install gcc g++): not built"
+      return 1
+    }
+  fi
+  say "building the trace viewer into bin/ (once, about two minutes)"
+  (cd tools/viewer && CGO_ENABLED=1 go build -o ../../bin/otel-desktop-viewer github.com/CtrlSpice/otel-desktop-viewer) || {
+    say "the trace viewer did not build (see above)"
+    return 1
+  }
+}
+
 # mysql_server_dsn prints a DSN (without a database) that Isle can use on the
 # local server. root over TCP with an empty password is tried first; where
 # Debian's MariaDB refuses it (ERROR 1698, unix_socket authentication), an
@@ -166,6 +186,16 @@ ensure_jwt_secret() {
     od -An -tx1 -N32 /dev/urandom | tr -dc 0-9a-f >"$1.tmp" && mv "$1.tmp" "$1"
   ) || die "could not write $1"
   [ "$(wc -c <"$1")" -ge 32 ] || die "could not read random bytes into $1"
+}
+
+# loopback_addr HOST:PORT: true when the address listens on this machine
+# only (127.x.x.x, localhost or [::1]); an empty host or 0.0.0.0 is every
+# interface.
+loopback_addr() {
+  case "${1%:*}" in
+    127.* | localhost | "[::1]") return 0 ;;
+    *) return 1 ;;
+  esac
 }
 
 # use_local_paykeys DIR ISLECTL: with no PAYMENT_ALIPAY_* or PAYMENT_WECHAT_*

@@ -78,49 +78,6 @@ func NewRef() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Deduct runs deduct.lua: it takes min(balance, amount) from the
-// user's balance and records the deduction as pending, atomically. Running it
-// again with the same id, also after a client-side retry whose first reply was
-// lost, changes nothing and returns the first result with Replayed set; with
-// another request hash it returns ErrRequestConflict and the first charge.
-// A zero amount is a charge that takes nothing (also from an empty balance).
-func (b *Balances) Deduct(ctx context.Context, req DeductRequest) (Taken, error) {
-	r := b.r
-	amount := req.Amount.Round(MoneyScale)
-	if amount.IsNegative() {
-		return Taken{}, fmt.Errorf("store: deduct %s: amount %s: %w", req.ID, req.Amount, ErrBalanceMalformed)
-	}
-	if req.Username == "" || req.ID == "" {
-		return Taken{}, fmt.Errorf("store: deduct: username and deduction id are required")
-	}
-	if strings.Contains(req.Ref+req.RequestHash, "|") || req.Usage != nil && strings.Contains(req.Usage.Model, "|") {
-		return Taken{}, fmt.Errorf("store: deduct %s: ref, hash and usage may not hold \"|\"", req.ID)
-	}
-	c := r.Client(keys.DBAgentBilling)
-	k := []string{r.keys.AgentBalance(req.Username), r.keys.AgentPending(req.Username), r.keys.AgentDeduction(req.Username, req.ID)}
-	res, err := deductScript.Run(ctx, c, k, amount.StringFixed(MoneyScale), req.ID, req.Now.UnixMilli(),
-		int64(keys.DeductionMarkerTTL/time.Second), req.Ref, req.RequestHash, req.Usage.String()).Text()
-	if err != nil {
-		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, maybeRan(err))
-	}
-	switch res {
-	case "-1":
-		return Taken{}, ErrBalanceMissing
-	case "-2":
-		return Taken{}, fmt.Errorf("store: deduct %s: %w", req.ID, ErrBalanceMalformed)
-	case "-3":
-		return Taken{}, ErrBalanceEmpty
-	}
-	t, err := parseDeduction(res)
-	if err != nil {
-		return t, err // ErrRequestConflict comes with the first charge
-	}
-	if !t.Replayed {
-		t.Ref, t.Cost = req.Ref, amount
-	}
-	return t, nil
-}
-
 // parseDeduction reads "OK|balance|deducted", "DUP|balance|deducted|ref|cost"
 // or "CONFLICT|deducted".
 func parseDeduction(res string) (Taken, error) {

@@ -143,6 +143,15 @@ type UserBan struct {
 // TableName is the table gorm maps UserBan to.
 func (UserBan) TableName() string { return "user_ban" }
 
+// List returns every ban, the oldest first.
+func (bs *Bans) List(ctx context.Context) ([]UserBan, error) {
+	var bans []UserBan
+	if err := bs.db.WithContext(ctx).Order("banned_at, username").Find(&bans).Error; err != nil {
+		return nil, fmt.Errorf("store: list bans: %w", err)
+	}
+	return bans, nil
+}
+
 // Ban records a ban in MySQL (the durable source) and in Redis (what the
 // API checks). Banning twice keeps the first time and updates the reason.
 // Each ban advances the ban generation (Bans.Rebuild). When Redis cannot be

@@ -162,3 +162,22 @@ func TestARebuiltListHoldsEveryBan(t *testing.T) {
 	require.True(t, banned(t, r, rows[n-1].Username))
 	require.False(t, banned(t, r, "not-banned"))
 }
+
+// List returns every ban, the oldest first, with its reason; a lifted one
+// is gone.
+func TestBansListTheOldestFirst(t *testing.T) {
+	t.Parallel()
+	db, r := storetest.MySQL(t), storetest.Redis(t)
+	bans := store.NewBans(db, r)
+	for _, u := range []string{"cy", "ann", "bo"} {
+		require.NoError(t, bans.Ban(t.Context(), u, "spam by "+u))
+	}
+	require.NoError(t, db.Exec("UPDATE user_ban SET banned_at = banned_at - INTERVAL 1 HOUR WHERE username = 'bo'").Error)
+	_, err := bans.Unban(t.Context(), "ann")
+	require.NoError(t, err)
+	list, err := store.NewBans(db, nil).List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, []string{"bo", "cy"}, []string{list[0].Username, list[1].Username})
+	require.Equal(t, "spam by bo", list[0].Reason)
+}

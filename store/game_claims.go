@@ -16,8 +16,8 @@ type Claim int
 const (
 	// Claimed: the submit id and the session are the run's now.
 	Claimed Claim = iota
-	// SubmitIDUsed: the submit id was claimed before, by the acceptance
-	// ClaimRun returns (perhaps another user's).
+	// SubmitIDUsed: the user claimed the submit id before, by the
+	// acceptance ClaimRun returns.
 	SubmitIDUsed
 	// SessionUsed: another run used the session up; ClaimRun returns its
 	// acceptance (the session's user's own).
@@ -26,17 +26,23 @@ const (
 	SessionGone
 )
 
-// ClaimRun claims a run's submit id (mg:score:idempotency, 24 hours) and
-// its session (mg:score:session-used, while the session lives) for the
-// acceptance the API answers, both or neither (score_claim.lua): a session
-// takes one accepted score, and of runs submitted at once on one session
-// one wins. It returns what stood in the way with the acceptance it holds.
+// ClaimRun claims a run's submit id for the session's user (mg:score:claim,
+// 24 hours) and its session (mg:score:session-used, while the session
+// lives) for the acceptance the API answers, both or neither
+// (score_claim.lua): a session takes one accepted score, and of runs
+// submitted at once on one session one wins. A submit id is its user's:
+// another user's claim of it stands in no one's way. It returns what
+// stood in the way with the acceptance it holds. A claim an earlier API
+// made in the global mg:score:idempotency still holds for its own user
+// (by the userId and submitId of its acceptance, as the API writes it)
+// until it expires (doc/games.md).
 func (s *Scores) ClaimRun(ctx context.Context, sess game.Session, submitID string, acceptance []byte) (first []byte, c Claim, err error) {
 	k := s.r.Keys()
 	user := strconv.FormatInt(sess.UserID, 10)
-	res, err := scoreClaimScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreSubmitOnce, submitID),
-		k.Key(keys.GameSession, sess.GameID, user, sess.ID), k.Key(keys.GameSessionUsed, sess.GameID, user, sess.ID)},
-		acceptance, int64(keys.ScoreSubmitTTL.Seconds()), keys.GameSessionTTL.Milliseconds()).Slice()
+	res, err := scoreClaimScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreClaim, user, submitID),
+		k.Key(keys.GameSession, sess.GameID, user, sess.ID), k.Key(keys.GameSessionUsed, sess.GameID, user, sess.ID),
+		k.Key(keys.ScoreSubmitOnce, submitID)},
+		acceptance, int64(keys.ScoreSubmitTTL.Seconds()), keys.GameSessionTTL.Milliseconds(), user, submitID).Slice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: claim submit %s on session %s: %w", submitID, sess.ID, err)
 	}
@@ -57,7 +63,7 @@ func (s *Scores) ClaimRun(ctx context.Context, sess game.Session, submitID strin
 func (s *Scores) ReleaseRun(ctx context.Context, sess game.Session, submitID string, acceptance []byte) error {
 	k := s.r.Keys()
 	user := strconv.FormatInt(sess.UserID, 10)
-	err := scoreReleaseScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreSubmitOnce, submitID),
+	err := scoreReleaseScript.Run(ctx, s.client(), []string{k.Key(keys.ScoreClaim, user, submitID),
 		k.Key(keys.GameSessionUsed, sess.GameID, user, sess.ID)}, acceptance).Err()
 	if err != nil {
 		return fmt.Errorf("store: release submit %s: %w", submitID, err)

@@ -98,9 +98,10 @@ const betterRun = "(VALUES(score) > score OR (VALUES(score) = score AND (VALUES(
 // any order and without a lock), then the Redis keys reflect that run
 // (score_sync.lua: leaderboard ZADD GT of the run's BoardScore, pruned to
 // the top 200 while the board exists, user-meta hash and high-score cache,
-// never backwards). mg:score:consume:idempotency is set only after both,
-// so a delivery that failed half way is applied in full when it comes
-// back; one that succeeded is skipped. The per-user lock (mg:score:lock,
+// never backwards). mg:score:applied (per user and submit id: two users'
+// runs with one id are two runs) is set only after both, so a delivery
+// that failed half way is applied in full when it comes back; one that
+// succeeded is skipped. The per-user lock (mg:score:lock,
 // 10 s, UUID, compare-and-delete) only keeps one user's submissions from
 // contending for the row: Upsert waits for it briefly, then goes on
 // without it. A score the game's rules refuse (game.CheckScore: an
@@ -114,13 +115,13 @@ func (s *Scores) Upsert(ctx context.Context, m topology.ScoreUpsert) (Upserted, 
 		return Upserted{}, fmt.Errorf("%w: a user id is required", game.ErrScoreInvalid)
 	}
 	k, c := s.r.Keys(), s.client()
-	done := k.Key(keys.ScoreConsumeOnce, m.SubmitID)
+	user := strconv.FormatInt(*m.UserID, 10)
+	done := k.Key(keys.ScoreApplied, user, m.SubmitID)
 	if n, err := c.Exists(ctx, done).Result(); err != nil {
 		return Upserted{}, fmt.Errorf("store: score %s: %w", m.SubmitID, err)
 	} else if n == 1 {
 		return Upserted{AppliedBefore: true}, nil
 	}
-	user := strconv.FormatInt(*m.UserID, 10)
 	var out Upserted
 	lock, err := lease.AcquireWait(ctx, c, k.Key(keys.ScoreLock, m.GameID, user), keys.ScoreLockTTL, scoreLockWait)
 	if err == nil {

@@ -111,7 +111,7 @@ func TestRunWhoseFirstAttemptFailedIsAppliedOnRetry(t *testing.T) {
 	cancel()
 	require.Error(t, err, "the row is locked: the first attempt fails after the idempotency check")
 	require.NoError(t, tx.Rollback().Error)
-	require.Zero(t, r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreConsumeOnce, m.SubmitID)).Val(), "not marked done")
+	require.Zero(t, r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreApplied, "9", m.SubmitID)).Val(), "not marked done")
 
 	got, err := s.Upsert(ctx, m)
 	require.NoError(t, err)
@@ -263,7 +263,7 @@ func TestSessionsAndSubmitClaims(t *testing.T) {
 	_, c, err = s.ClaimRun(ctx, game.Session{ID: "gone", GameID: "snake", UserID: 3}, "sub-3", []byte(`{"a":5}`))
 	require.NoError(t, err)
 	require.Equal(t, store.SessionGone, c)
-	require.Equal(t, int64(0), r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreSubmitOnce, "sub-3")).Val(), "nothing claimed")
+	require.Equal(t, int64(0), r.Client(keys.DBMiniGame).Exists(ctx, r.Keys().Key(keys.ScoreClaim, "3", "sub-3")).Val(), "nothing claimed")
 
 	// A released run leaves the session to any run: it was not accepted.
 	other, err := s.StartSession(ctx, "snake", 3)
@@ -275,4 +275,80 @@ func TestSessionsAndSubmitClaims(t *testing.T) {
 	require.Equal(t, store.Claimed, c)
 	ttl := r.Client(keys.DBMiniGame).PTTL(ctx, r.Keys().Key(keys.GameSessionUsed, "snake", "3", other.ID)).Val()
 	require.True(t, ttl > keys.GameSessionTTL-time.Minute && ttl <= keys.GameSessionTTL, "used while the session lives: %s", ttl)
+}
+
+// A submit id is its user's: two users' runs with one id are both claimed,
+// and each user's id still takes one run. A release undoes its own user's
+// claim only.
+func TestSubmitIDsAreScopedToTheirUser(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newScores(t)
+	ctx := t.Context()
+	mine, err := s.StartSession(ctx, "snake", 3)
+	require.NoError(t, err)
+	theirs, err := s.StartSession(ctx, "snake", 4)
+	require.NoError(t, err)
+
+	_, c, err := s.ClaimRun(ctx, theirs, "same", []byte(`{"user":4}`))
+	require.NoError(t, err)
+	require.Equal(t, store.Claimed, c)
+	_, c, err = s.ClaimRun(ctx, mine, "same", []byte(`{"user":3}`))
+	require.NoError(t, err)
+	require.Equal(t, store.Claimed, c, "another user's claim on the id is no claim on mine")
+	require.NoError(t, s.ReleaseRun(ctx, theirs, "same", []byte(`{"user":3}`)))
+	again, err := s.StartSession(ctx, "snake", 3)
+	require.NoError(t, err)
+	first, c, err := s.ClaimRun(ctx, again, "same", []byte(`{"user":3,"again":true}`))
+	require.NoError(t, err)
+	require.Equal(t, store.SubmitIDUsed, c, "one run an id and user")
+	require.JSONEq(t, `{"user":3}`, string(first))
+}
+
+// The consumer's idempotency is per user too: one id sent by two users is
+// two runs, each applied once.
+func TestRunsOfTwoUsersWithOneSubmitIDAreBothApplied(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newScores(t)
+	ctx := t.Context()
+	for _, user := range []int64{3, 4} {
+		m := run(user, "snake", 40+user, 10_000, 100)
+		m.SubmitID = "same"
+		got, err := s.Upsert(ctx, m)
+		require.NoError(t, err)
+		require.False(t, got.AppliedBefore, "user %d's run is applied", user)
+		require.Equal(t, 40+user, got.Best.Score)
+		got, err = s.Upsert(ctx, m)
+		require.NoError(t, err)
+		require.True(t, got.AppliedBefore, "user %d's run is applied once", user)
+	}
+}
+
+// Across the deploy that scoped submit ids to their user: a claim of the
+// global key an earlier API wrote (mg:score:idempotency:{submitId}, the
+// acceptance as JSON) still holds for its own user while it lives, and
+// for no other.
+func TestClaimsOfTheGlobalKeyHoldForTheirUser(t *testing.T) {
+	t.Parallel()
+	s, _, r := newScores(t)
+	ctx := t.Context()
+	c, k := r.Client(keys.DBMiniGame), r.Keys()
+	old := []byte(`{"submitId":"old-1","gameId":"snake","sessionId":"s0","userId":3,"score":10,"accepted":true}`)
+	require.NoError(t, c.Set(ctx, k.Key(keys.ScoreSubmitOnce, "old-1"), old, keys.ScoreSubmitTTL).Err())
+	require.NoError(t, c.Set(ctx, k.Key(keys.ScoreSubmitOnce, "spring-1"), "1", keys.ScoreSubmitTTL).Err())
+
+	sess := func(user int64) game.Session {
+		g, err := s.StartSession(ctx, "snake", user)
+		require.NoError(t, err)
+		return g
+	}
+	first, claim, err := s.ClaimRun(ctx, sess(3), "old-1", []byte(`{"new":3}`))
+	require.NoError(t, err)
+	require.Equal(t, store.SubmitIDUsed, claim, "the user's own claim from before the deploy")
+	require.Equal(t, old, first)
+	_, claim, err = s.ClaimRun(ctx, sess(4), "old-1", []byte(`{"new":4}`))
+	require.NoError(t, err)
+	require.Equal(t, store.Claimed, claim, "another user's is no claim on the id")
+	_, claim, err = s.ClaimRun(ctx, sess(4), "spring-1", []byte(`{"new":4}`))
+	require.NoError(t, err)
+	require.Equal(t, store.Claimed, claim, "a claim that names no user holds for none")
 }

@@ -106,3 +106,39 @@ func TestRedeliveredMessageWithoutIDMatchesItsBody(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, true, true}, counted)
 }
+
+// A redelivery comes within RedeliveryHorizon of its first delivery's
+// handling: a row of its body written longer ago is another message's (a
+// real equal one), not its own, and does not stop it.
+func TestRedeliveredMessageWithoutIDLooksOnlyWithinTheHorizon(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	_, err := store.NewAccounts(db).Create(ctx, "ann", "", dec("10"))
+	require.NoError(t, err)
+	ledger := store.NewLedger(db)
+	apply := func(d store.Debit) store.DebitResult {
+		t.Helper()
+		d.Amount, d.SelfSettled = dec("1"), true
+		res, err := ledger.ApplyDebits(ctx, []store.Debit{d})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		return res[0]
+	}
+	old := time.Now().Add(-store.RedeliveryHorizon - time.Minute)
+	apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0001"})
+	require.NoError(t, db.Exec("UPDATE agent_ledger SET created_at = ? WHERE entry_id = ?", old, "msg:sha256:aaaa:0001").Error)
+	require.True(t, apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0002", SameBody: "msg:sha256:aaaa"}).Applied,
+		"the only row of its body is older than the horizon")
+	require.False(t, apply(store.Debit{Username: "ann", ID: "msg:sha256:aaaa:0003", SameBody: "msg:sha256:aaaa"}).Applied,
+		"a row of its body within the horizon")
+
+	usage := store.NewUsageStats(db, nil)
+	day := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	_, err = usage.ApplyUsage(ctx, []store.Usage{{RequestID: "msg:sha256:cccc:0001", Model: "m", Day: day}})
+	require.NoError(t, err)
+	require.NoError(t, db.Exec("UPDATE agent_usage_event SET created_at = ? WHERE request_id = ?", old, "msg:sha256:cccc:0001").Error)
+	counted, err := usage.ApplyUsage(ctx, []store.Usage{{RequestID: "msg:sha256:cccc:0002", SameBody: "msg:sha256:cccc", Model: "m", Day: day}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, counted, "the only usage of its body is older than the horizon")
+}

@@ -98,11 +98,21 @@ func (l *Ledger) ApplyDebits(ctx context.Context, debits []Debit) ([]DebitResult
 }
 
 func (l *Ledger) applyDebits(ctx context.Context, debits []Debit) ([]DebitResult, error) {
+	return l.applyDebitsMarking(ctx, debits, nil)
+}
+
+// applyDebitsMarking applies debits as ApplyDebits does and, in the same
+// transaction, marks settled the entries of settled (MarkSettled): one
+// commit for both. It fails as a whole, without the fallback of
+// ApplyDebits.
+func (l *Ledger) applyDebitsMarking(ctx context.Context, debits []Debit, settled []EntryKey) ([]DebitResult, error) {
 	var results []DebitResult
 	err := sqltx.Transact(ctx, l.db, func(tx *gorm.DB) error {
 		var err error
-		results, err = applyDebits(tx, debits)
-		return err
+		if results, err = applyDebits(tx, debits); err != nil {
+			return err
+		}
+		return markSettled(tx, settled)
 	})
 	return results, err
 }
@@ -165,10 +175,8 @@ func applyDebits(tx *gorm.DB, debits []Debit) ([]DebitResult, error) {
 	if err := fillUsage(tx, fill); err != nil {
 		return nil, err
 	}
-	if len(rows) > 0 {
-		if err := tx.Omit("id", "created_at").Create(&rows).Error; err != nil {
-			return nil, err
-		}
+	if err := insertLedgerRows(tx, rows); err != nil {
+		return nil, err
 	}
 	for i, j := range dupOf {
 		results[i] = results[j]
@@ -245,107 +253,38 @@ type account struct {
 // setBalances writes the new balances, sequences and hot-entry counts of
 // the changed users in one statement.
 func setBalances(tx *gorm.DB, accounts map[string]account, changed map[string]bool) error {
-	var when strings.Builder
-	var balArgs, seqArgs, hotArgs, users []any
-	for u := range changed {
-		when.WriteString(" WHEN ? THEN ?")
-		a := accounts[u]
-		balArgs = append(balArgs, u, a.Balance.StringFixed(MoneyScale))
-		seqArgs = append(seqArgs, u, a.Seq)
-		hotArgs = append(hotArgs, u, a.HotEntries)
-		users = append(users, u)
-	}
-	cases := when.String()
-	q := "UPDATE user_account SET balance_fen = CASE username" + cases + " END, ledger_seq = CASE username" + cases +
-		" END, hot_entries = CASE username" + cases + " END WHERE username IN ?"
-	return tx.Exec(q, slices.Concat(balArgs, seqArgs, hotArgs, []any{users})...).Error
-}
-
-// EntryKey names one ledger entry.
-type EntryKey struct {
-	Username string
-	Kind     string
-	EntryID  string
-}
-
-// MarkSettled records that the Redis balance reflects the entries.
-func (l *Ledger) MarkSettled(ctx context.Context, entries ...EntryKey) error {
-	db := l.db
-	if err := markSettled(db.WithContext(ctx), entries); err != nil {
-		return fmt.Errorf("store: mark %d ledger entries settled: %w", len(entries), err)
-	}
-	return nil
-}
-
-func markSettled(tx *gorm.DB, entries []EntryKey) error {
-	if len(entries) == 0 {
+	if len(changed) == 0 {
 		return nil
 	}
-	// The condition names the entries' unique key only: "settled_at IS NULL"
-	// there would let the optimiser range over the unsettled index and lock
-	// every unsettled row, new ones included.
-	where, args := entryKeysIn(entries)
-	return tx.Model(&LedgerEntry{}).Where(where, args...).
-		Update("settled_at", gorm.Expr("COALESCE(settled_at, ?)", time.Now().UTC())).Error
-}
-
-// entryKeysIn is the condition "the row's (username, kind, entry_id) is one
-// of keys", written as equalities joined by OR. MariaDB 10.11 plans the
-// row-constructor form "(username, kind, entry_id) IN ((?, ?, ?))" in an
-// UPDATE as a scan of the whole table (measured: 40,200 rows examined to
-// mark one), while the equalities are looked up in the unique key.
-func entryKeysIn(keys []EntryKey) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 3*len(keys))
-	b.WriteByte('(')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		b.WriteString("(username = ? AND kind = ? AND entry_id = ?)")
-		args = append(args, k.Username, k.Kind, k.EntryID)
+	users := make([]string, 0, len(changed))
+	for u := range changed {
+		users = append(users, u)
 	}
-	b.WriteByte(')')
-	return b.String(), args
-}
-
-// Key is the entry's unique key.
-func (e LedgerEntry) Key() EntryKey {
-	return EntryKey{Username: e.Username, Kind: e.Kind, EntryID: e.EntryID}
-}
-
-// Key is the ledger key of the entry to settle.
-func (e SettleEntry) Key() EntryKey {
-	kind := LedgerDeduct
-	if e.Kind == SettleCredit {
-		kind = LedgerRecharge
+	var when strings.Builder
+	for range users {
+		when.WriteString(" WHEN ? THEN ?")
 	}
-	return EntryKey{Username: e.Username, Kind: kind, EntryID: e.EntryID}
-}
-
-// Unsettled lists up to limit ledger entries whose Redis side is not done,
-// written before cutoff (a crash or a Redis error left them), with ids above
-// after, in id order: a caller pages on with the last id it got.
-func (l *Ledger) Unsettled(ctx context.Context, cutoff time.Time, after uint64, limit int) ([]LedgerEntry, error) {
-	db := l.db
-	var rows []LedgerEntry
-	err := db.WithContext(ctx).Where("settled_at IS NULL AND created_at < ? AND id > ?", cutoff.UTC(), after).Order("id").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: unsettled ledger entries: %w", err)
+	cases := when.String()
+	var q strings.Builder
+	q.WriteString("UPDATE user_account SET balance_fen = CASE username" + cases + " END, ledger_seq = CASE username" + cases +
+		" END, hot_entries = CASE username" + cases + " END WHERE username IN (")
+	placeholders(&q, len(users))
+	q.WriteByte(')')
+	args := make([]any, 0, 7*len(users))
+	for _, u := range users {
+		args = append(args, u, accounts[u].Balance.StringFixed(MoneyScale))
 	}
-	return rows, nil
-}
-
-// SettleEntryOf is the Settle input of a ledger row.
-func SettleEntryOf(e LedgerEntry) (SettleEntry, bool) {
-	switch e.Kind {
-	case LedgerDeduct:
-		return SettleEntry{Username: e.Username, Kind: SettleDeduction, EntryID: e.EntryID, Amount: e.AmountFen.Neg(), Seq: e.Seq,
-			Deducted: e.Deducted(), Ref: deref(e.PendingRef), RequestHash: deref(e.RequestHash)}, true
-	case LedgerRecharge:
-		return SettleEntry{Username: e.Username, Kind: SettleCredit, EntryID: e.EntryID, Amount: e.AmountFen, Seq: e.Seq}, true
+	for _, u := range users {
+		args = append(args, u, accounts[u].Seq)
 	}
-	return SettleEntry{}, false
+	for _, u := range users {
+		args = append(args, u, accounts[u].HotEntries)
+	}
+	for _, u := range users {
+		args = append(args, u)
+	}
+	_, err := execSQL(tx, q.String(), args...)
+	return err
 }
 
 // Activity is an account's balance with what says whether it is quiet.

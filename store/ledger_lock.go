@@ -2,6 +2,7 @@ package store
 
 import (
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -13,17 +14,26 @@ import (
 // lockBalances reads and locks the accounts, in username order (the same
 // order in every transaction keeps deadlocks rare).
 func lockBalances(tx *gorm.DB, usernames []string) (map[string]account, error) {
-	var accounts []UserAccount
-	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("username", "balance_fen", "ledger_seq", "hot_entries").
-		Where("username IN ?", usernames).Order("username").Find(&accounts).Error
+	out := make(map[string]account, len(usernames))
+	if len(usernames) == 0 {
+		return out, nil
+	}
+	q, args := inStrings("SELECT username, balance_fen, ledger_seq, hot_entries FROM user_account WHERE username IN ", usernames,
+		" ORDER BY username FOR UPDATE")
+	rows, err := querySQL(tx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]account, len(accounts))
-	for _, a := range accounts {
-		out[a.Username] = account{Balance: a.BalanceFen, Seq: a.LedgerSeq, HotEntries: a.HotEntries}
+	defer rows.Close()
+	for rows.Next() {
+		var u string
+		var a account
+		if err := rows.Scan(&u, &a.Balance, &a.Seq, &a.HotEntries); err != nil {
+			return nil, err
+		}
+		out[u] = a
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // lockEntries reads and locks the ledger rows of kind for the debits' keys.
@@ -44,18 +54,20 @@ func lockEntries(tx *gorm.DB, kind string, debits []Debit) (map[[2]string]Ledger
 }
 
 // lockSameBody reads and locks, for each debit with SameBody and no row of
-// its own key, the user's oldest DEDUCT row whose id begins with SameBody,
-// by index of the debit. The range read of the unique key also holds its
-// gap: a message with the body cannot be applied under us.
+// its own key, the user's oldest DEDUCT row whose id begins with SameBody
+// and that was written within RedeliveryHorizon, by index of the debit. The
+// range read of the unique key also holds its gap: a message with the body
+// cannot be applied under us.
 func lockSameBody(tx *gorm.DB, debits []Debit, existing map[[2]string]LedgerEntry) (map[int]LedgerEntry, error) {
 	out := map[int]LedgerEntry{}
+	since := time.Now().Add(-RedeliveryHorizon)
 	for i, d := range debits {
 		if _, found := existing[[2]string{d.Username, d.ID}]; found || d.SameBody == "" {
 			continue
 		}
 		var rows []LedgerEntry
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).
-			Where("username = ? AND kind = ? AND entry_id LIKE ?", d.Username, LedgerDeduct, likePrefix(d.SameBody)).
+			Where("username = ? AND kind = ? AND entry_id LIKE ? AND created_at >= ?", d.Username, LedgerDeduct, likePrefix(d.SameBody), since).
 			Order("entry_id").Limit(1).Find(&rows).Error
 		if err != nil {
 			return nil, err
@@ -67,6 +79,18 @@ func lockSameBody(tx *gorm.DB, debits []Debit, existing map[[2]string]LedgerEntr
 	return out, nil
 }
 
+// RedeliveryHorizon bounds how long ago a row may have been written to be
+// the first delivery of a message without an id that the broker delivers
+// again (Debit.SameBody, Usage.SameBody): rows of its body older than that
+// are other messages with an equal body. The broker gives a delivery out
+// again once its channel is gone: at the latest when RabbitMQ's
+// consumer_timeout (30 minutes by default) closes the channel of a
+// delivery held unacked, and a handler is stopped long before that (the
+// worker's handler timeout, 5 minutes); the rest of the hour covers a
+// fleet that had no consumer of the queue for a while (doc/money.md,
+// "Messages without ids").
+const RedeliveryHorizon = time.Hour
+
 // likePrefix is the LIKE pattern of the strings that begin with p.
 func likePrefix(p string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
@@ -76,8 +100,13 @@ func likePrefix(p string) string {
 // locking read of the unique key also holds the gaps of keys not there yet,
 // so a concurrent transaction cannot insert them under us.
 func lockEntryKeys(tx *gorm.DB, keys []EntryKey) ([]LedgerEntry, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	where, args := entryKeysIn(keys)
-	var rows []LedgerEntry
-	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where(where, args...).Find(&rows).Error
-	return rows, err
+	rows, err := querySQL(tx, "SELECT "+ledgerColumns+" FROM agent_ledger WHERE "+where+" FOR UPDATE", args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanLedgerEntries(rows)
 }

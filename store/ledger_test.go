@@ -69,6 +69,79 @@ func TestApplyDebitsOnceEach(t *testing.T) {
 	require.EqualValues(t, 3, b.LedgerSeq)
 }
 
+// Every column of a deduction's row holds what the debit said, NULL where
+// it said nothing, and the locking read of a redelivery gives the row back
+// whole.
+func TestApplyDebitsWritesEveryColumn(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	_, err := store.NewAccounts(db).Create(ctx, "cora", "", dec("3"))
+	require.NoError(t, err)
+	at := time.Date(2026, 5, 1, 12, 30, 45, 123456000, time.UTC)
+	debits := []store.Debit{
+		{Username: "cora", ID: "full", Amount: dec("1.5"), ModelName: "m-1", InputTokens: 7, OutputTokens: 1 << 40, OccurredAt: at,
+			Source: "consumer", Ref: "nonce-1", RequestHash: "hash-1"},
+		{Username: "cora", ID: "bare", Amount: dec("0.25"), InputTokens: -3, OccurredAt: at, Source: "reconciler", SelfSettled: true},
+		{Username: "cora", ID: "short", Amount: dec("2"), OccurredAt: at, Source: "consumer"}, // 1.25 left
+	}
+	res, err := store.NewLedger(db).ApplyDebits(ctx, debits)
+	require.NoError(t, err)
+	for i := range debits {
+		require.True(t, res[i].Applied, debits[i].ID)
+	}
+
+	var rows []store.LedgerEntry
+	require.NoError(t, db.Where("username = ? AND kind = ?", "cora", store.LedgerDeduct).Order("seq").Find(&rows).Error)
+	require.Len(t, rows, 3)
+	str := func(s string) *string { return &s }
+	u32 := func(n uint32) *uint32 { return &n }
+	full, bare, short := rows[0], rows[1], rows[2]
+
+	require.Equal(t, "full", full.EntryID)
+	require.Equal(t, uint64(2), full.Seq)
+	require.Equal(t, "-1.50000000", full.AmountFen.StringFixed(8))
+	require.True(t, full.ShortfallFen.IsZero())
+	require.Equal(t, str("m-1"), full.ModelName)
+	require.Equal(t, u32(7), full.InputTokens)
+	require.Equal(t, u32(1<<32-1), full.OutputTokens, "clamped to the column")
+	require.Equal(t, str("nonce-1"), full.PendingRef)
+	require.Equal(t, str("hash-1"), full.RequestHash)
+	require.Nil(t, full.Reason)
+	require.Equal(t, "consumer", full.Source)
+	require.True(t, at.Equal(full.OccurredAt), "occurred_at %s", full.OccurredAt)
+	require.Nil(t, full.SettledAt)
+	require.False(t, full.CreatedAt.IsZero())
+
+	require.Equal(t, "bare", bare.EntryID)
+	require.Nil(t, bare.ModelName)
+	require.Equal(t, u32(0), bare.InputTokens)
+	require.Equal(t, u32(0), bare.OutputTokens)
+	require.Nil(t, bare.PendingRef)
+	require.Nil(t, bare.RequestHash)
+	require.Equal(t, "reconciler", bare.Source)
+	require.NotNil(t, bare.SettledAt, "a self-settled deduction is settled when written")
+
+	require.Equal(t, "short", short.EntryID)
+	require.Equal(t, "-1.25000000", short.AmountFen.StringFixed(8))
+	require.Equal(t, "0.75000000", short.ShortfallFen.StringFixed(8))
+	require.Equal(t, str("balance could not cover 0.75000000 fen"), short.Reason)
+
+	again, err := store.NewLedger(db).ApplyDebits(ctx, debits[:1])
+	require.NoError(t, err)
+	require.Equal(t, store.DebitResult{Seq: 2, Amount: dec("1.5"), Shortfall: dec("0"), Ref: "nonce-1", RequestHash: "hash-1"},
+		withoutExponents(again[0]))
+	require.Equal(t, "0.00000000", account(t, db, "cora").BalanceFen.StringFixed(8))
+	require.EqualValues(t, 4, account(t, db, "cora").LedgerSeq)
+}
+
+// withoutExponents gives r's amounts the exponent dec gives them, so that
+// results compare with Equal whatever scale MySQL answered with.
+func withoutExponents(r store.DebitResult) store.DebitResult {
+	r.Amount, r.Shortfall = dec(r.Amount.String()), dec(r.Shortfall.String())
+	return r
+}
+
 // Many workers applying the same deductions at once: each applies once.
 func TestApplyDebitsConcurrently(t *testing.T) {
 	t.Parallel()
@@ -321,4 +394,51 @@ func TestCreditRetryCreditsTheStoredAmount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "15.00000000", bal.StringFixed(8))
 	require.Equal(t, "15.00000000", account(t, db, "dan").BalanceFen.StringFixed(8))
+}
+
+// MarkSettled runs beside the ledger's transactions, which lock the same
+// rows: when InnoDB picks its UPDATE as a deadlock's victim, it runs again
+// rather than fail the deduction it marks (whose handler would send the
+// message to the retry queue with everything already done).
+func TestMarkSettledOutlivesADeadlock(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	_, err := store.NewAccounts(db).Create(ctx, "alice", "", dec("100"))
+	require.NoError(t, err)
+	for i := range 40 {
+		_, err = store.NewAccounts(db).Create(ctx, fmt.Sprintf("u%02d", i), "", dec("1"))
+		require.NoError(t, err)
+	}
+	l := store.NewLedger(db)
+	_, err = l.ApplyDebits(ctx, []store.Debit{{Username: "alice", ID: "d1", Amount: dec("1")}, {Username: "alice", ID: "d2", Amount: dec("1")}})
+	require.NoError(t, err)
+
+	// The other transaction: the heavier one (40 rows changed elsewhere),
+	// so InnoDB rolls back the UPDATE of MarkSettled, which holds d1 and
+	// waits for d2.
+	other := db.Begin()
+	defer other.Rollback()
+	require.NoError(t, other.Exec("UPDATE user_account SET balance_fen = balance_fen + 1 WHERE username LIKE 'u%'").Error)
+	var held uint64
+	require.NoError(t, other.Raw("SELECT id FROM agent_ledger WHERE username = 'alice' AND kind = ? AND entry_id = 'd2' FOR UPDATE", store.LedgerDeduct).Scan(&held).Error)
+	require.NotZero(t, held)
+	marked := make(chan error, 1)
+	go func() {
+		marked <- l.MarkSettled(ctx, store.EntryKey{Username: "alice", Kind: store.LedgerDeduct, EntryID: "d1"},
+			store.EntryKey{Username: "alice", Kind: store.LedgerDeduct, EntryID: "d2"})
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, db.Raw("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE db = DATABASE() AND info LIKE ?",
+			"UPDATE agent_ledger SET settled_at%").Scan(&waiting).Error)
+		return waiting > 0
+	}, 10*time.Second, 10*time.Millisecond, "MarkSettled waits for d2")
+	require.NoError(t, other.Exec("SELECT id FROM agent_ledger WHERE username = 'alice' AND kind = ? AND entry_id = 'd1' FOR UPDATE", store.LedgerDeduct).Error,
+		"the other transaction is not the victim")
+	require.NoError(t, other.Commit().Error)
+	require.NoError(t, <-marked)
+	var unsettled int
+	require.NoError(t, db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE username = 'alice' AND kind = ? AND settled_at IS NULL", store.LedgerDeduct).Scan(&unsettled).Error)
+	require.Zero(t, unsettled)
 }

@@ -29,6 +29,7 @@ type ObjectOutbox struct {
 	EventType string `gorm:"column:event_type"`
 	Priority  uint8  `gorm:"column:priority"`
 	TraceID   string `gorm:"column:trace_id"`
+	Headers   string `gorm:"column:headers"` // JSON object: the trace context of the upload that queued it
 	OutboxClaim
 	CreatedAt time.Time `gorm:"column:created_at"`
 }

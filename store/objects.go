@@ -48,7 +48,8 @@ func NewObjects(db *gorm.DB) *Objects { return &Objects{db: db} }
 
 // Create writes an object's row and the object_outbox row that replicates
 // it, in one transaction: the relay publishes the replication only of an
-// object that exists, and every object that exists gets one.
+// object that exists, and every object that exists gets one. The outbox
+// row keeps the trace context of ctx, which the replication continues.
 func (o *Objects) Create(ctx context.Context, obj StoredObject, traceID string) (StoredObject, error) {
 	prio, ok := ReplicationPriority(obj.Kind)
 	if !ok {
@@ -59,7 +60,7 @@ func (o *Objects) Create(ctx context.Context, obj StoredObject, traceID string) 
 		if err := tx.Omit("created_at", "updated_at").Create(&obj).Error; err != nil {
 			return err
 		}
-		row := ObjectOutbox{ObjectID: obj.ID, EventType: "REPLICATE", Priority: prio, TraceID: traceID}
+		row := ObjectOutbox{ObjectID: obj.ID, EventType: "REPLICATE", Priority: prio, TraceID: traceID, Headers: traceHeaders(tx.Statement.Context)}
 		return tx.Omit("id", "created_at", "available_at").Create(&row).Error
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -71,4 +72,26 @@ func UnparkOutbox(ctx context.Context, db *gorm.DB, table string, ids []uint64) 
 		return 0, fmt.Errorf("store: unpark %s: %w", table, res.Error)
 	}
 	return int(res.RowsAffected), nil
+}
+
+// PurgeOutbox deletes up to limit rows of table published more than
+// retention ago, oldest first, and returns how many it deleted. The DELETE
+// is a READ COMMITTED transaction of its own: at REPEATABLE READ its range
+// scan would lock the gap where new outbox rows go, and hold up business
+// inserts.
+func PurgeOutbox(ctx context.Context, db *gorm.DB, table string, retention time.Duration, limit int) (int64, error) {
+	if !slices.Contains(OutboxTables, table) {
+		return 0, fmt.Errorf("store: %q is not an outbox table (%v)", table, OutboxTables)
+	}
+	var n int64
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		del := tx.Exec("DELETE FROM "+table+" WHERE published_at < NOW(6) - INTERVAL ? MICROSECOND ORDER BY published_at LIMIT ?",
+			retention.Microseconds(), limit)
+		n = del.RowsAffected
+		return del.Error
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, fmt.Errorf("store: purge %s: %w", table, err)
+	}
+	return n, nil
 }

@@ -44,6 +44,30 @@ func EnqueueMessage(tx *gorm.DB, d topology.Domain, m topology.Message, key, tra
 	return Enqueued{MessageID: id, Added: res.RowsAffected == 1}, nil
 }
 
+// OutboxEntry is one message to write to the outbox: as EnqueueMessage's
+// arguments.
+type OutboxEntry struct {
+	Domain   topology.Domain
+	Msg      topology.Message
+	Key      string
+	TraceID  string
+	Priority uint8
+}
+
+// Enqueue writes entries to the outbox in one transaction, in their order,
+// for the relay to publish (EnqueueMessage: an entry whose key was written
+// before adds nothing). The rows carry the trace of ctx.
+func Enqueue(ctx context.Context, db *gorm.DB, entries []OutboxEntry) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, e := range entries {
+			if _, err := EnqueueMessage(tx, e.Domain, e.Msg, e.Key, e.TraceID, e.Priority); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // traceHeaders is the outbox row's headers: the trace context of the span
 // ctx carries (traceparent, tracestate), as a JSON object, so that the
 // relay's publish continues the trace of the transaction that wrote the

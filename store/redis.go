@@ -40,7 +40,13 @@ var ErrNoSentinelMaster = errors.New("store: Redis Sentinel addresses need the m
 // the key builder. Clients connect lazily; Close closes them all.
 type Redis struct {
 	clients map[keys.DB]*redis.Client
-	keys    keys.Builder
+	// deductOnce is a client of the billing database that sends each
+	// command once: go-redis's own retries would hide a first try whose
+	// answer was lost behind a later try's refused dial, and the charge's
+	// caller must see every try to know whether one may have run (it
+	// retries itself: internal/billing).
+	deductOnce *redis.Client
+	keys       keys.Builder
 }
 
 // OpenRedis creates the clients. It does not connect; Ping does.
@@ -58,45 +64,52 @@ func OpenRedis(cfg RedisConfig) (*Redis, error) {
 		idx := db.IndexIn(cfg.Databases)
 		c := byIndex[idx]
 		if c == nil {
-			c = newRedisClient(cfg, idx)
-			c.AddHook(scriptSpans{})
+			c = newRedisClient(cfg, idx, 0)
 			byIndex[idx] = c
 		}
 		r.clients[db] = c
 	}
+	r.deductOnce = newRedisClient(cfg, keys.DBAgentBilling.IndexIn(cfg.Databases), -1)
 	return r, nil
 }
 
 // newRedisClient returns the client of database index idx: a plain client
 // of cfg.Addr, or with Sentinels a failover client of the master they name.
-// Both have the same timeouts and pool.
-func newRedisClient(cfg RedisConfig, idx int) *redis.Client {
+// Both have the same timeouts and pool, and retry a command maxRetries
+// times (0: go-redis's default of 3; -1: never).
+func newRedisClient(cfg RedisConfig, idx, maxRetries int) *redis.Client {
 	timeout := cmp.Or(cfg.Timeout, RedisTimeoutDefault)
+	var c *redis.Client
 	if len(cfg.SentinelAddrs) > 0 {
-		return redis.NewFailoverClient(&redis.FailoverOptions{
+		c = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            cfg.SentinelMaster,
 			SentinelAddrs:         cfg.SentinelAddrs,
 			SentinelPassword:      cfg.SentinelPassword,
 			Password:              cfg.Password,
 			DB:                    idx,
+			MaxRetries:            maxRetries,
 			DialTimeout:           timeout,
 			ReadTimeout:           timeout,
 			WriteTimeout:          timeout,
 			ContextTimeoutEnabled: true,
 		})
+	} else {
+		c = redis.NewClient(&redis.Options{
+			Addr:         cmp.Or(cfg.Addr, "127.0.0.1:6379"),
+			Password:     cfg.Password,
+			DB:           idx,
+			MaxRetries:   maxRetries,
+			DialTimeout:  timeout,
+			ReadTimeout:  timeout,
+			WriteTimeout: timeout,
+			// Deadlines of callers' contexts bound commands too, so a
+			// caller can ask a quick answer (the API's ban check) of a
+			// Redis that does not answer.
+			ContextTimeoutEnabled: true,
+		})
 	}
-	return redis.NewClient(&redis.Options{
-		Addr:         cmp.Or(cfg.Addr, "127.0.0.1:6379"),
-		Password:     cfg.Password,
-		DB:           idx,
-		DialTimeout:  timeout,
-		ReadTimeout:  timeout,
-		WriteTimeout: timeout,
-		// Deadlines of callers' contexts bound commands too, so a
-		// caller can ask a quick answer (the API's ban check) of a
-		// Redis that does not answer.
-		ContextTimeoutEnabled: true,
-	})
+	c.AddHook(scriptSpans{})
+	return c
 }
 
 // Client returns the client of a logical database.
@@ -116,7 +129,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 // Close closes every client.
 func (r *Redis) Close() error {
 	seen := make(map[*redis.Client]bool)
-	var errs []error
+	errs := []error{r.deductOnce.Close()}
 	for _, c := range r.clients {
 		if !seen[c] {
 			seen[c] = true

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 )
 
 // replicationIDSpace is the UUID namespace of the replication messages'
@@ -79,4 +81,48 @@ func (o *Objects) TouchTasks(ctx context.Context, ids []uint64) (int64, error) {
 		return 0, fmt.Errorf("store: touch %d replication tasks: %w", len(ids), res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// Task returns the replication task id, or ErrNotFound.
+func (o *Objects) Task(ctx context.Context, id uint64) (ReplicationTask, error) {
+	var task ReplicationTask
+	err := o.db.WithContext(ctx).Take(&task, id).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return task, fmt.Errorf("store: replication task %d: %w", id, ErrNotFound)
+	case err != nil:
+		return task, fmt.Errorf("store: replication task %d: %w", id, err)
+	}
+	return task, nil
+}
+
+// FinishTask marks task done with its replica's URL and sets its object's
+// replica_url, in one transaction, at now. A task another delivery
+// finished first is left as it is, and so is its object.
+func (o *Objects) FinishTask(ctx context.Context, task ReplicationTask, replica string, now time.Time) error {
+	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&ReplicationTask{}).Where("id = ? AND status <> ?", task.ID, TaskDone).Updates(map[string]any{
+			"status": TaskDone, "target_url": replica, "done_at": now.UTC(), "attempts": gorm.Expr("attempts + 1"), "last_error": nil,
+		})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		return tx.Model(&StoredObject{}).Where("id = ?", task.ObjectID).Update("replica_url", replica).Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark replication task %d done: %w", task.ID, err)
+	}
+	return nil
+}
+
+// FailTask records a failed attempt on the task id, unless it is done:
+// failed, one more attempt, and cause (clipped by the caller to fit).
+func (o *Objects) FailTask(ctx context.Context, id uint64, cause string) error {
+	err := o.db.WithContext(ctx).Model(&ReplicationTask{}).Where("id = ? AND status <> ?", id, TaskDone).Updates(map[string]any{
+		"status": TaskFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": cause,
+	}).Error
+	if err != nil {
+		return fmt.Errorf("store: record a failed attempt on replication task %d: %w", id, err)
+	}
+	return nil
 }

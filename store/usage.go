@@ -15,7 +15,11 @@ import (
 
 // Usage is one request's usage of a model.
 type Usage struct {
-	RequestID string // counted once
+	// RequestID is the usage's key, counted once: RequestKey of a
+	// message's request id, or ForeignKey of a message without one. A
+	// RequestKey also finds the request counted by an older build under the
+	// request id alone.
+	RequestID string
 	// SameBody is set for a message without an id that the broker
 	// delivered again: the prefix of the ids of every message with its
 	// body. One counted stands for this message's first delivery (doc/money.md,
@@ -93,17 +97,25 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 	counted := make([]bool, len(us))
 	err := sqltx.Transact(ctx, db, func(tx *gorm.DB) error {
 		clear(counted)
-		ids := make([]string, len(us))
-		for i, u := range us {
-			ids[i] = u.RequestID
+		ids := make([]string, 0, len(us))
+		legacy := map[string]string{} // an older build's key of a request: its key now
+		for _, u := range us {
+			ids = append(ids, u.RequestID)
+			if old := legacyRequestKey(u.RequestID); old != "" {
+				ids = append(ids, old)
+				legacy[old] = u.RequestID
+			}
 		}
-		var seen []string
-		if err := tx.Model(&UsageEvent{}).Clauses(clause.Locking{Strength: "UPDATE"}).
-			Where("request_id IN ?", ids).Pluck("request_id", &seen).Error; err != nil {
+		seen, err := lockUsageEvents(tx, ids)
+		if err != nil {
 			return err
 		}
 		known := make(map[string]bool, len(seen))
+		since := time.Now().Add(-RedeliveryHorizon)
 		for _, id := range seen {
+			if key, ok := legacy[id]; ok {
+				id = key
+			}
 			known[id] = true
 		}
 		for _, u := range us {
@@ -112,12 +124,12 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 			}
 			var same []string
 			if err := tx.Model(&UsageEvent{}).Clauses(clause.Locking{Strength: "UPDATE"}).
-				Where("request_id LIKE ?", likePrefix(u.SameBody)).Limit(1).Pluck("request_id", &same).Error; err != nil {
+				Where("request_id LIKE ? AND created_at >= ?", likePrefix(u.SameBody), since).Limit(1).Pluck("request_id", &same).Error; err != nil {
 				return err
 			}
 			known[u.RequestID] = len(same) > 0
 		}
-		var events []UsageEvent
+		var events []usageEventRow
 		type dayKey struct {
 			model string
 			day   string
@@ -129,7 +141,7 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 				continue
 			}
 			known[u.RequestID], counted[i] = true, true
-			events = append(events, UsageEvent{RequestID: u.RequestID, ModelName: u.Model})
+			events = append(events, usageEventRow{requestID: u.RequestID, model: u.Model})
 			k := dayKey{u.Model, u.Day.Format(time.DateOnly)}
 			s := sums[k]
 			if s == nil {
@@ -147,7 +159,7 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 		if len(events) == 0 {
 			return nil
 		}
-		if err := tx.Omit("created_at").Create(&events).Error; err != nil {
+		if err := insertUsageEvents(tx, events); err != nil {
 			return err
 		}
 		var sb strings.Builder
@@ -165,12 +177,55 @@ func (st *UsageStats) applyUsage(ctx context.Context, us []Usage) ([]bool, error
 			cached_tokens = cached_tokens + VALUES(cached_tokens), output_tokens = output_tokens + VALUES(output_tokens),
 			reasoning_tokens = reasoning_tokens + VALUES(reasoning_tokens), request_count = request_count + VALUES(request_count),
 			cost_micro_fen = cost_micro_fen + VALUES(cost_micro_fen)`)
-		return tx.Exec(sb.String(), args...).Error
+		_, err = execSQL(tx, sb.String(), args...)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: apply %d usages: %w", len(us), err)
 	}
 	return counted, nil
+}
+
+// lockUsageEvents reads and locks the agent_usage_event rows of ids that
+// exist, and returns their ids; the locking read of the primary key also
+// holds the gaps of those not there yet. Like the ledger's hot statements
+// (ledger_sql.go), it runs past gorm's statement building.
+func lockUsageEvents(tx *gorm.DB, ids []string) ([]string, error) {
+	q, args := inStrings("SELECT request_id FROM agent_usage_event WHERE request_id IN ", ids, " FOR UPDATE")
+	rows, err := querySQL(tx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var seen []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		seen = append(seen, id)
+	}
+	return seen, rows.Err()
+}
+
+// usageEventRow is a row of agent_usage_event to write (created_at is
+// MySQL's).
+type usageEventRow struct{ requestID, model string }
+
+// insertUsageEvents writes events in one statement.
+func insertUsageEvents(tx *gorm.DB, events []usageEventRow) error {
+	var b strings.Builder
+	b.WriteString("INSERT INTO agent_usage_event (request_id, model_name) VALUES ")
+	args := make([]any, 0, 2*len(events))
+	for i, e := range events {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?)")
+		args = append(args, e.requestID, e.model)
+	}
+	_, err := execSQL(tx, b.String(), args...)
+	return err
 }
 
 // IncrUsage adds usages to the per-model hashes agent:usage:{model} (as the Spring
@@ -182,7 +237,7 @@ func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 	}
 	_, err := r.Client(keys.DBAgentPricing).Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, u := range us {
-			queueUsage(ctx, p, r.Keys(), u)
+			queueUsage(ctx, p, r.Keys(), u, 1)
 		}
 		return nil
 	})
@@ -192,16 +247,17 @@ func (st *UsageStats) IncrUsage(ctx context.Context, us []Usage) error {
 	return nil
 }
 
-// queueUsage adds u's commands to p: its counts to its model's hash, and the
-// model to the set of models.
-func queueUsage(ctx context.Context, p redis.Pipeliner, kb keys.Builder, u Usage) []redis.Cmder {
+// queueUsage adds u's commands to p: its counts to its model's hash, as
+// many requests as u stands for (one usage, or the sum of requests usages
+// of its model), and the model to the set of models.
+func queueUsage(ctx context.Context, p redis.Pipeliner, kb keys.Builder, u Usage, requests int64) []redis.Cmder {
 	key := kb.AgentUsage(u.Model)
 	return []redis.Cmder{
 		p.HIncrBy(ctx, key, "inputTokens", u.InputTokens),
 		p.HIncrBy(ctx, key, "cachedTokens", u.CachedTokens),
 		p.HIncrBy(ctx, key, "outputTokens", u.OutputTokens),
 		p.HIncrBy(ctx, key, "reasoningTokens", u.ReasoningTokens),
-		p.HIncrBy(ctx, key, "requestCount", 1),
+		p.HIncrBy(ctx, key, "requestCount", requests),
 		p.HIncrBy(ctx, key, "costMicroFen", u.CostMicroFen),
 		p.SAdd(ctx, kb.AgentUsageModels(), u.Model),
 	}
@@ -223,6 +279,10 @@ type UsageStat struct {
 
 // TableName is the table gorm maps UsageStat to.
 func (UsageStat) TableName() string { return "agent_usage_stats" }
+
+// UsageKeyMax is the size of agent_usage_event.request_id, in bytes: the
+// max of the usage keys (RequestKey, ForeignKey).
+const UsageKeyMax = 255
 
 // UsageEvent is a row of agent_usage_event: a usage message already counted.
 type UsageEvent struct {

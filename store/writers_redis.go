@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/eisland/isle/internal/groupcommit"
 	"github.com/eisland/isle/store/keys"
@@ -172,17 +173,42 @@ func (w *UsageHashWriter) IncrUsage(ctx context.Context, us []Usage) error {
 // Close counts the usages queued and stops taking calls.
 func (w *UsageHashWriter) Close() { w.incr.Close() }
 
-// incrEach adds each usage to its model's hash in one pipeline and answers
-// each from its own commands' replies. Only a pipeline that could not reach
-// Redis fails every usage. It never fails as a whole otherwise: the batcher
-// would run the usages again one by one, and HINCRBY would count twice the
-// ones the pipeline counted.
+// incrEach adds the usages to their models' hashes in one pipeline: the
+// usages of one model summed, so a pipeline carries one model's commands
+// once (a batch of many usages of few models is a few commands), and each
+// usage answered from its model's replies — a usage's commands could only
+// fail for its model's key (a key of another type, a count past int64),
+// which fails every usage of the model alike. Only a pipeline that could
+// not reach Redis fails every usage. It never fails as a whole otherwise:
+// the batcher would run the usages again one by one, and HINCRBY would
+// count twice the ones the pipeline counted.
 func (st *UsageStats) incrEach(ctx context.Context, us []Usage) []error {
 	r := st.r
-	per := make([][]redis.Cmder, len(us))
+	type model struct {
+		sum      Usage
+		requests int64
+		cmds     []redis.Cmder
+	}
+	var models []model
+	at := make([]int, len(us)) // each usage's model, by index in models
+	for i, u := range us {
+		k := slices.IndexFunc(models, func(m model) bool { return m.sum.Model == u.Model })
+		if k < 0 {
+			k = len(models)
+			models = append(models, model{sum: Usage{Model: u.Model}})
+		}
+		m := &models[k]
+		m.sum.InputTokens += u.InputTokens
+		m.sum.CachedTokens += u.CachedTokens
+		m.sum.OutputTokens += u.OutputTokens
+		m.sum.ReasoningTokens += u.ReasoningTokens
+		m.sum.CostMicroFen += u.CostMicroFen
+		m.requests++
+		at[i] = k
+	}
 	cmds, _ := r.Client(keys.DBAgentPricing).Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, u := range us {
-			per[i] = queueUsage(ctx, p, r.Keys(), u)
+		for k := range models {
+			models[k].cmds = queueUsage(ctx, p, r.Keys(), models[k].sum, models[k].requests)
 		}
 		return nil
 	})
@@ -193,8 +219,8 @@ func (st *UsageStats) incrEach(ctx context.Context, us []Usage) []error {
 		}
 		return errs
 	}
-	for i, cmds := range per {
-		for _, cmd := range cmds {
+	for i, k := range at {
+		for _, cmd := range models[k].cmds {
 			if err := cmd.Err(); err != nil {
 				errs[i] = fmt.Errorf("usage %s of %s: %w", us[i].RequestID, us[i].Model, err)
 				break

@@ -15,6 +15,7 @@ import (
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -415,4 +416,54 @@ func TestUsageHashWriterSharesAPipelineAndCountsEachOnce(t *testing.T) {
 	require.Equal(t, "11", shared.Client(keys.DBAgentPricing).HGet(ctx, shared.Keys().AgentUsage("m1"), "inputTokens").Val())
 	require.Equal(t, "2", shared.Client(keys.DBAgentPricing).HGet(ctx, shared.Keys().AgentUsage("m1"), "requestCount").Val())
 	require.Equal(t, []int{1, len(us) - 1}, g.flushes(), "the calls queued behind the first went in one pipeline")
+}
+
+// pipelineCounter counts the HINCRBY and SADD commands of the pipelines a
+// Redis client sends, by name.
+type pipelineCounter struct {
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (c *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (c *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (c *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		for _, cmd := range cmds {
+			if n := cmd.Name(); n == "hincrby" || n == "sadd" {
+				c.names[n]++
+			}
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// The usages of one model that share a pipeline add their sums to its
+// hash in one command per field, counted as each one alone would be.
+func TestUsageHashWriterSendsAModelsCommandsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct, shared := storetest.Redis(t), storetest.Redis(t)
+	us := []store.Usage{
+		{RequestID: "q0", Model: "m1", InputTokens: 1, OutputTokens: 2, CostMicroFen: 100},
+		{RequestID: "q1", Model: "m1", InputTokens: 10, CachedTokens: 3, CostMicroFen: 1000},
+		{RequestID: "q2", Model: "m2", ReasoningTokens: 7, CostMicroFen: 5},
+		{RequestID: "q3", Model: "m1", OutputTokens: 4, CostMicroFen: 6},
+	}
+	require.NoError(t, store.NewUsageStats(nil, direct).IncrUsage(ctx, us))
+	sent := &pipelineCounter{names: map[string]int{}}
+	shared.Client(keys.DBAgentPricing).AddHook(sent)
+	w := store.NewUsageHashWriter(shared, nil)
+	defer w.Close()
+	require.NoError(t, w.IncrUsage(ctx, us))
+
+	require.Equal(t, map[string]int{"hincrby": 12, "sadd": 2}, sent.names, "six fields and the set, once per model")
+	for _, m := range []string{"m1", "m2"} {
+		want := direct.Client(keys.DBAgentPricing).HGetAll(ctx, direct.Keys().AgentUsage(m)).Val()
+		got := shared.Client(keys.DBAgentPricing).HGetAll(ctx, shared.Keys().AgentUsage(m)).Val()
+		require.Equal(t, want, got, m)
+	}
+	require.Equal(t, "3", shared.Client(keys.DBAgentPricing).HGet(ctx, shared.Keys().AgentUsage("m1"), "requestCount").Val())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -27,6 +28,11 @@ func jsonName(f reflect.StructField) string {
 // body must be one JSON object in valid UTF-8; keys match field names
 // exactly; unknown keys are skipped; of duplicate keys the last wins; null
 // leaves a field's zero value. A field that cannot be bound is a *FieldError.
+//
+// It reads the object's members in one pass over the checked body, keeping
+// the last value of each known field, rather than build a map of every key:
+// the consumers decode every message they take, and the map, its keys and a
+// copy of each value were most of what a decode allocated.
 func decodeObject(body []byte, dst reflect.Value) error {
 	if !utf8.Valid(body) {
 		return errors.New("body is not valid UTF-8")
@@ -34,26 +40,145 @@ func decodeObject(body []byte, dst reflect.Value) error {
 	if k := kind(body); k != kindObject {
 		return fmt.Errorf("body is %s, want a JSON object", k)
 	}
-	var obj map[string]json.RawMessage // checks the syntax of the whole body
-	if err := json.Unmarshal(body, &obj); err != nil {
+	if !json.Valid(body) {
+		var obj map[string]json.RawMessage // for encoding/json's own account of the error
+		if err := json.Unmarshal(body, &obj); err != nil {
+			return fmt.Errorf("body: %w", err)
+		}
+		return errors.New("body: invalid JSON")
+	}
+	fields := wireFieldsOf(dst.Type())
+	var last [maxWireFields][]byte // the value of each field's last member
+	if err := eachMember(body, func(key, value []byte) error {
+		for i := range fields {
+			if string(key) == fields[i].name {
+				last[i] = value
+			}
+		}
+		return nil
+	}); err != nil {
 		return fmt.Errorf("body: %w", err)
 	}
-	t := dst.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
+	for i, f := range fields {
+		if last[i] == nil {
 			continue
 		}
-		name := jsonName(f)
-		raw, ok := obj[name]
-		if !ok {
-			continue
-		}
-		if err := decodeValue(raw, dst.Field(i)); err != nil {
-			return &FieldError{Field: name, Err: err}
+		if err := decodeValue(last[i], dst.Field(f.index)); err != nil {
+			return &FieldError{Field: f.name, Err: err}
 		}
 	}
 	return nil
+}
+
+// maxWireFields bounds the fields of a record (the largest has 12); a
+// record with more panics in wireFieldsOf, at its first decode in a test.
+const maxWireFields = 32
+
+// wireField is an exported field of a record and its name on the wire.
+type wireField struct {
+	name  string
+	index int
+}
+
+var wireFields sync.Map // reflect.Type -> []wireField
+
+// wireFieldsOf lists the exported fields of the struct type t, made once
+// per type.
+func wireFieldsOf(t reflect.Type) []wireField {
+	if fs, ok := wireFields.Load(t); ok {
+		return fs.([]wireField)
+	}
+	var fs []wireField
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			fs = append(fs, wireField{name: jsonName(f), index: i})
+		}
+	}
+	if len(fs) > maxWireFields {
+		panic(fmt.Sprintf("topology: %s has %d fields, more than %d", t, len(fs), maxWireFields))
+	}
+	wireFields.Store(t, fs)
+	return fs
+}
+
+// eachMember calls fn with the key (unquoted) and the raw value of each
+// member of the JSON object body, in order. body must be valid JSON
+// (json.Valid) holding one object.
+func eachMember(body []byte, fn func(key, value []byte) error) error {
+	i := skipSpace(body, 0) + 1 // past '{'
+	for {
+		i = skipSpace(body, i)
+		if body[i] == '}' {
+			return nil
+		}
+		end := stringEnd(body, i)
+		key := body[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			k, err := unquote(body[i:end])
+			if err != nil {
+				return err
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(body, end) + 1 // past ':'
+		i = skipSpace(body, i)
+		vend := valueEnd(body, i)
+		if err := fn(key, body[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(body, vend)
+		if body[i] == ',' {
+			i++
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the JSON string that begins at b[i].
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd is the index just past the JSON value that begins at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\r' && b[j] != '\n' {
+		j++
+	}
+	return j
 }
 
 func decodeValue(raw []byte, v reflect.Value) error {

@@ -76,28 +76,8 @@ for the same message. The policy's variables override the defaults
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | `%s` | %s |\n", q.Name, q.Role, q.Exchange, q.RoutingKey, strings.Join(args, ", "))
 	}
+	writeQueueType(&b, t)
 	b.WriteString(`
-## Queue type
-
-The queues above are classic queues, as the Spring backend declares them:
-no ` + "`x-queue-type`" + ` argument. ` + "`RABBITMQ_QUEUE_TYPE=quorum`" + ` declares them as quorum
-queues (` + "`x-queue-type`: `quorum`" + `), replicated across a cluster's nodes. A quorum
-queue cannot keep ` + "`x-max-priority`" + ` (RabbitMQ 3.10), so start-up then refuses
-the replication queue unless ` + "`RABBITMQ_CLASSIC_QUEUES`" + ` keeps it classic; every
-queue here is durable, neither exclusive nor auto-delete, as a quorum queue
-must be.
-
-A queue's type is one of its declare arguments, and RabbitMQ refuses a
-declaration whose arguments differ from the live queue's
-(` + "`PRECONDITION_FAILED`" + `; a test in topology pins it). So a type change is a
-change of the contract that both sides of the broker, Isle and the Spring
-producers and consumers, make together: whichever declares first with the
-other type makes the other's declaration fail. To migrate, either
-declare new queues (a new ` + "`RABBITMQ_NAME_PREFIX`" + ` on both sides, draining the
-old ones), or stop both sides, let each queue empty, delete it and let the
-new declarations create it with the new type. ` + "`islectl topology verify`" + `
-shows queues whose live arguments, type included, differ from the table.
-
 ## Records
 
 Each message's JSON fields, in order (Isle's additions to the Spring records
@@ -113,6 +93,9 @@ are marked; a consumer ignores fields it does not know).
 			if isleField[s.record.Record()+"."+name] {
 				note = " — Isle's"
 			}
+			if n := fieldNote[s.record.Record()+"."+name]; n != "" {
+				note += " — " + n
+			}
 			fmt.Fprintf(&b, "- `%s` %s%s\n", name, javaKind(f.Type), note)
 		}
 	}
@@ -125,6 +108,15 @@ var isleField = map[string]bool{
 	"AgentBillingDeductMessage.deductionId": true, "AgentBillingDeductMessage.pendingRef": true,
 	"AgentBillingDeductMessage.requestHash": true, "AgentUsageStatsMessage.requestId": true,
 	"PaymentNotifyMessage.amountFen": true, "PaymentNotifyMessage.currency": true,
+}
+
+// fieldNote says what a consumer needs of a field, where a grant depends
+// on it.
+var fieldNote = map[string]string{
+	"PaymentNotifyMessage.amountFen": "with currency, what a paid message grants: the order's amount, or nothing; " +
+		"a paid message without both is granted what rawBody proves",
+	"PaymentNotifyMessage.rawBody": "the gateway's callback; a paid message without amountFen and currency is granted " +
+		"only what this callback proves, verified with the gateways' keys (doc/payments.md)",
 }
 
 // javaKind names a field's JSON value as the Java side sees it.

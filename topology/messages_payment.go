@@ -6,8 +6,9 @@ package topology
 // AmountFen and Currency are Isle's: what the verified callback says was
 // paid, set on a SUCCESS, which the consumer checks against the order
 // before it grants anything. The Spring producer sets neither (its
-// consumers ignore them); a SUCCESS without them grants nothing
-// (doc/payments.md).
+// consumers ignore them); a SUCCESS without them is granted what the
+// callback in RawBody proves once verified with the gateways' keys, or
+// nothing (doc/payments.md).
 type PaymentNotify struct {
 	NotifyID      string         `json:"notifyId"`
 	Channel       string         `json:"channel"` // ALIPAY, WECHAT

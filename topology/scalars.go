@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -51,10 +52,27 @@ func kind(data []byte) jsonKind {
 	return kindInvalid
 }
 
+// unquote reads the JSON string data. One without escapes, control
+// characters or invalid UTF-8 is its bytes between the quotes; the others
+// go through encoding/json.
 func unquote(data []byte) (string, error) {
+	if t := bytes.TrimSpace(data); len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' && plain(t[1:len(t)-1]) {
+		return string(t[1 : len(t)-1]), nil
+	}
 	var s string
 	err := json.Unmarshal(data, &s)
 	return s, err
+}
+
+// plain reports whether b can stand in a JSON string as it is: no quote,
+// backslash or control character, and valid UTF-8.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // javaTrim is Java's String.trim, which Jackson applies to a string it

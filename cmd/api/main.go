@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		BanCheckInterval: cfg.HTTP.BanCheckInterval,
 		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
 		CodePepper: []byte(cfg.HTTP.CodePepper), ScoreSubmitPerMinute: cfg.HTTP.ScoreSubmitPerMinute,
+		UsageBatchMax: cfg.HTTP.UsageBatchMax,
 	}, httpapi.Deps{
 		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
 		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat, Admin: admin,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/bench"
+	"github.com/eisland/isle/internal/httpapi"
 )
 
 // runBench measures the billing path against raw baselines in one run and
@@ -31,6 +32,9 @@ func runBench(ctx context.Context, e env, args []string) error {
 	raw := fs.Int("raw", bench.RawMessagesDefault, "messages of each raw RabbitMQ baseline")
 	phase := fs.Duration("phase", bench.PhaseDefault, "length of each timed load phase")
 	inflight := fs.Int("e2e-inflight", bench.E2EInFlightDefault, "requests in flight in the end-to-end phase")
+	batches := fs.Int("batches", bench.BatchesDefault, "batch phase: batches sent")
+	batchSize := fs.Int("batch-size", bench.BatchSizeDefault, "batch phase: charges a batch (own fleet: AGENT_USAGE_BATCH_MAX is raised to it)")
+	batchInFlight := fs.Int("batch-inflight", bench.BatchInFlightDefault, "batch phase: batches in flight")
 	relayRows := fs.Int("relay-rows", bench.RelayRowsDefault, "relay phase: outbox rows of the backlog the relay drains")
 	relayRate := fs.Int("relay-rate", bench.RelayRateDefault, "relay phase: outbox rows inserted per second to measure the lag")
 	relayLag := fs.Duration("relay-lag", bench.RelayLagDefault, "relay phase: how long rows are inserted at -relay-rate, at each interval")
@@ -44,6 +48,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	bc := bench.Config{
 		URL: *url, BinDir: *bin, Dir: *dir, Keep: *keep, Pprof: *pprof,
 		Users: *users, RawMessages: *raw, Requests: *requests, Phase: *phase, E2EInFlight: *inflight, Progress: e.progress,
+		Batches: *batches, BatchSize: *batchSize, BatchInFlight: *batchInFlight,
 		RelayRows: *relayRows, RelayRate: *relayRate, RelayLag: *relayLag, RelayInterval: *relayInterval,
 	}
 	if err := checkBench(bc); err != nil {
@@ -56,6 +61,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	if *short {
 		bc.Requests, bc.RawMessages, bc.Phase = max(100, bc.Requests/10), max(100, bc.RawMessages/10), max(100*time.Millisecond, bc.Phase/5)
 		bc.RelayRows, bc.RelayLag = max(100, bc.RelayRows/10), max(100*time.Millisecond, bc.RelayLag/5)
+		bc.Batches = max(10, bc.Batches/10)
 	}
 	cfg, _, err := load(e)
 	if err != nil {
@@ -92,6 +98,8 @@ func checkBench(bc bench.Config) error {
 		return usagef("bench: -users 1..100000, -requests and -raw 100..10000000")
 	case bc.Phase < 100*time.Millisecond || bc.Phase > 10*time.Minute, bc.E2EInFlight < 1 || bc.E2EInFlight > 4096:
 		return usagef("bench: -phase 100ms..10m, -e2e-inflight 1..4096")
+	case bc.Batches < 1 || bc.Batches > 1_000_000, bc.BatchSize < 1 || bc.BatchSize > httpapi.UsageBatchMaxLimit, bc.BatchInFlight < 1 || bc.BatchInFlight > 1024:
+		return usagef("bench: -batches 1..1000000, -batch-size 1..%d (the API's most), -batch-inflight 1..1024", httpapi.UsageBatchMaxLimit)
 	case bc.RelayRows < 100 || bc.RelayRows > 10_000_000, bc.RelayRate < 1 || bc.RelayRate > 100_000:
 		return usagef("bench: -relay-rows 100..10000000, -relay-rate 1..100000")
 	case bc.RelayLag < 100*time.Millisecond || bc.RelayLag > 10*time.Minute, bc.RelayInterval < 10*time.Millisecond || bc.RelayInterval > time.Hour:

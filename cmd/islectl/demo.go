@@ -87,6 +87,8 @@ type demo struct {
 	charges   int      // distinct request ids that deducted something
 	usageIDs  []string // the usage messages' request ids (user:requestId)
 	replays   int
+	alone     []map[string]any // bodies of the charges sent alone that deducted, to send again in a batch
+	batches   batchTally
 	certified []string // certify ids of the passes the API took
 	orders    []demoOrder
 	objects   []demoObject

@@ -42,7 +42,7 @@ type effects struct {
 func (fx effects) complete() bool {
 	return fx.OrdersPaid >= fx.OrdersWanted && fx.ReceiptsSent >= fx.OrdersWanted && fx.DeductRows >= fx.DeductWanted &&
 		fx.UsageEvents >= fx.UsageAll && fx.Identities >= fx.IdentityAll && fx.Replicated >= fx.ObjectsAll && fx.BestsStored >= fx.BestsAll && fx.Mails.total() >= fx.MailsWanted &&
-		len(fx.mainQueued()) == 0
+		len(fx.awaited()) == 0
 }
 
 // progress is the share of the effects seen, and what is still awaited.
@@ -68,7 +68,7 @@ func (fx effects) progress() (float64, string) {
 			waiting = append(waiting, fmt.Sprintf("%s %d/%d", p.what, p.have, p.want))
 		}
 	}
-	if q := fx.mainQueued(); len(q) > 0 {
+	if q := fx.awaited(); len(q) > 0 {
 		waiting = append(waiting, fmt.Sprintf("%d queues not empty", len(q)))
 	}
 	if len(waiting) == 0 {
@@ -80,12 +80,13 @@ func (fx effects) progress() (float64, string) {
 	return float64(have) / float64(want), "waiting for: " + strings.Join(waiting, ", ")
 }
 
-// mainQueued are the main queues still holding messages: work not done
-// yet (a retry queue holds a failure waiting for its next attempt).
-func (fx effects) mainQueued() []queueDepth {
+// awaited are the main and retry queues still holding messages: work not
+// done yet, or a failure waiting for its next attempt, which the summary
+// should not end before. A DLQ's messages are its consumer's to store.
+func (fx effects) awaited() []queueDepth {
 	var out []queueDepth
 	for _, q := range fx.Queued {
-		if q.Role == topology.RoleMain {
+		if q.Role == topology.RoleMain || q.Role == topology.RoleRetry {
 			out = append(out, q)
 		}
 	}
@@ -219,7 +220,11 @@ func (d *demo) readUsage(db *gorm.DB, usageIDs, certified []string, fx *effects,
 	}
 	var n int64
 	if len(usageIDs) > 0 {
-		if err := db.Model(&store.UsageEvent{}).Where("request_id IN ?", usageIDs).Count(&n).Error; err != nil {
+		keys := make([]string, len(usageIDs))
+		for i, id := range usageIDs {
+			keys[i] = store.RequestKey(id, store.UsageKeyMax)
+		}
+		if err := db.Model(&store.UsageEvent{}).Where("request_id IN ?", keys).Count(&n).Error; err != nil {
 			fail("agent_usage_event", err)
 		}
 		fx.UsageEvents = int(n)

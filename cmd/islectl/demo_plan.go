@@ -36,7 +36,7 @@ func perDuration(d, every time.Duration, lo, hi int) int {
 }
 
 // plan lays out the run's traffic over the duration: agent usage all
-// along; email codes; a recharge and a pro month per user, paid; an
+// along, one call at a time and in batches; email codes; a recharge and a pro month per user, paid; an
 // identity verification per user; avatars and wallpapers within their
 // hourly limits; game sessions with scores
 // within 10 a minute per user and game; leaderboard reads near the end.
@@ -51,6 +51,9 @@ func (d *demo) plan() []step {
 		for j, at := range spread(charges, dur, 0.02, 0.9) {
 			add(at+offset(i, 2*time.Second), func(ctx context.Context) { d.chargeUsage(ctx, u, j) })
 		}
+	}
+	for k, at := range spread(perDuration(dur, demoBatchEvery, 1, 12), dur, 0.3, 0.9) {
+		add(at, func(ctx context.Context) { d.chargeBatch(ctx, k) })
 	}
 	for i, at := range spread(d.flags.codes, dur, 0.05, 0.7) {
 		add(at, func(ctx context.Context) { d.askCode(ctx, i) })

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,4 +29,17 @@ func TestProgressRedrawsOnATerminalOnly(t *testing.T) {
 	require.Equal(t, 1, strings.Count(plain.String(), "\n"))
 	require.Equal(t, "effects  [########################] 100%    3s  done", progressLine("effects", 1.5, 3*time.Second, "done"))
 	require.Equal(t, "x        [------------------------]   0%    0s  ", progressLine("x", -1, 0, ""))
+}
+
+// A message in a retry queue is work still to come back: the demo waits
+// for it as for a main queue, so that its summary does not end while a
+// failure waits for its next attempt.
+func TestEffectsAwaitRetryQueues(t *testing.T) {
+	t.Parallel()
+	fx := effects{Queued: []queueDepth{{Name: "agent.billing.deduct.retry.queue", Role: topology.RoleRetry, Messages: 1}}}
+	require.False(t, fx.complete())
+	_, says := fx.progress()
+	require.Equal(t, "waiting for: 1 queues not empty", says)
+	fx.Queued = []queueDepth{{Name: "agent.billing.deduct.dlq", Role: topology.RoleDLQ, Messages: 1}}
+	require.True(t, fx.complete(), "a DLQ's messages are stored by its consumer, not awaited")
 }

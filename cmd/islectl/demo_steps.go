@@ -33,10 +33,7 @@ const retryEvery = 5
 // chargeUsage charges a model call to u through POST /v1/agent/usage, as
 // the agent gateway does with its service token.
 func (d *demo) chargeUsage(ctx context.Context, u demoUser, j int) {
-	body := map[string]any{
-		"requestId": fmt.Sprintf("demo-%s-%s-%03d", d.run, u.Name, j), "username": u.Name, "modelName": demoModel,
-		"inputTokens": 200 + rand.IntN(3800), "cachedTokens": rand.IntN(200), "outputTokens": 50 + rand.IntN(1500),
-	}
+	body := usageBody(fmt.Sprintf("demo-%s-%s-%03d", d.run, u.Name, j), u.Name)
 	sends := 1
 	if j%retryEvery == 2 {
 		sends = 2
@@ -60,9 +57,10 @@ func (d *demo) chargeUsage(ctx context.Context, u demoUser, j int) {
 			d.replays++
 		case deducted.IsPositive():
 			d.charges++
+			d.alone = append(d.alone, body)
 			fallthrough
 		default:
-			d.usageIDs = append(d.usageIDs, u.Name+":"+body["requestId"].(string)) // the usage message's request id
+			d.usageIDs = append(d.usageIDs, store.UsageRequestID(u.Name, body["requestId"].(string))) // the usage message's request id
 		}
 		d.mu.Unlock()
 	}

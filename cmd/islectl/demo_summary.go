@@ -56,7 +56,7 @@ func (d *demo) summarize(ctx context.Context, out io.Writer, fx effects) error {
 
 func (d *demo) printDomains(out io.Writer, fx effects) {
 	d.mu.Lock()
-	replays, codes := d.replays, len(d.codesTo)
+	replays, codes, bt := d.replays, len(d.codesTo), d.batches
 	d.mu.Unlock()
 	orders := fmt.Sprintf("%d pro months paid: %d users' pro_expire_at extended", fx.ProMonths, fx.ProGranted)
 	callbacks := fmt.Sprintf("%d of %d orders PAID; %d RECHARGE rows, %s fen; %d receipts sent",
@@ -68,8 +68,10 @@ func (d *demo) printDomains(out io.Writer, fx effects) {
 		orders, callbacks = "skipped: no test gateway keys (see below)", "skipped"
 	}
 	rows := []struct{ kind, name, effect string }{
-		{"usage", "agent usage", fmt.Sprintf("%d of %d charges in agent_ledger (DEDUCT), %d of %d counted in agent_usage_event; "+
-			"%d client retries answered as replays, deducting nothing", fx.DeductRows, fx.DeductWanted, fx.UsageEvents, fx.UsageAll, replays)},
+		{"usage", "agent usage", fmt.Sprintf("%d of %d charges in agent_ledger (DEDUCT), %d of %d counted in agent_usage_event (%d of the charges sent in batches); "+
+			"%d client retries answered as replays, deducting nothing", fx.DeductRows, fx.DeductWanted, fx.UsageEvents, fx.UsageAll, bt.Charged, replays)},
+		{"usage batches", "agent usage batches", fmt.Sprintf("%d items: %d charged, %d charges sent alone before and again in a batch answered as replays, %d refused",
+			bt.Items, bt.Charged, bt.Replays, bt.refused())},
 		{"email codes", "email codes", fmt.Sprintf("%d of %d codes mailed", fx.Mails.Codes, codes)},
 		{"payment orders", "payment orders", orders},
 		{"payment callbacks", "payment callbacks", callbacks},
@@ -94,6 +96,12 @@ func (d *demo) printDomains(out io.Writer, fx effects) {
 		if t.RetryAfter > 0 {
 			fmt.Fprintf(out, "  %s: the limits let them through again within %s (Retry-After)\n", r.name, waitText(t.RetryAfter))
 		}
+	}
+	for _, why := range (tally{Why: bt.Refused}).reasons() {
+		fmt.Fprintf(out, "  agent usage batches: items refused: %s\n", why)
+	}
+	if bt.Unread > 0 {
+		fmt.Fprintf(out, "  agent usage batches: %d answers were not one result an item\n", bt.Unread)
 	}
 	fmt.Fprintf(out, "  email codes: the API allows 3 an hour per client IP, and all of the demo's requests come from one, so it asks for %d "+
 		"(-codes N asks for more, claiming other addresses in X-Forwarded-For, which only an API with API_TRUSTED_PROXIES=127.0.0.1 believes)\n", d.flags.codes)

@@ -52,8 +52,35 @@ func TestDemoPlanKeepsWithinTheLimits(t *testing.T) {
 		}
 		rounds := perDuration(dur, 10*time.Second, 1, 5)
 		require.LessOrEqual(t, float64(rounds)/max(dur.Minutes(), 1), 10.0, "scores a minute per user and game")
-		require.Len(t, steps, 7*perDuration(dur, 2*time.Second, 2, 30)+3+2*7+7+3+7+3*7*rounds+3, "%s", dur)
+		batches := perDuration(dur, demoBatchEvery, 1, 12)
+		require.Len(t, steps, 7*perDuration(dur, 2*time.Second, 2, 30)+batches+3+2*7+7+3+7+3*7*rounds+3, "%s", dur)
 	}
+}
+
+// Each item of a batch counts as a single charge would: charged (in the
+// charges the ledger must have, and in the usage events), a replay, or
+// refused with its status and code; an answer without one result an item
+// counts nothing.
+func TestDemoCountsEachItemOfABatch(t *testing.T) {
+	t.Parallel()
+	d := &demo{}
+	items := []map[string]any{
+		usageBody("demo-r-demo-01-b00-0", "demo-01"), usageBody("demo-r-demo-02-b00-0", "demo-02"),
+		usageBody("demo-r-demo-01-007", "demo-01"), usageBody("demo-r-demo-02-b00-1", "demo-02"),
+	}
+	d.countBatch(items, apiAnswer{Status: http.StatusOK, Body: []byte(`{"results":[
+		{"status":200,"charge":{"deductedFen":"0.30000000","replayed":false}},
+		{"status":402,"error":{"code":"payment_required","message":"the agent balance is zero"}},
+		{"status":200,"charge":{"deductedFen":"0.30000000","replayed":true}},
+		{"status":200,"charge":{"deductedFen":"0.12000000","replayed":false}}]}`)})
+	require.Equal(t, batchTally{Items: 4, Charged: 2, Replays: 1, Refused: map[string]int{"402 payment_required": 1}}, d.batches)
+	require.Equal(t, 1, d.batches.refused())
+	require.Equal(t, 2, d.charges)
+	require.Equal(t, []string{"demo-01:demo-r-demo-01-b00-0", "demo-02:demo-r-demo-02-b00-1"}, d.usageIDs)
+
+	d.countBatch(items, apiAnswer{Status: http.StatusOK, Body: []byte(`{"results":[]}`)})
+	require.Equal(t, 1, d.batches.Unread)
+	require.Equal(t, 4, d.batches.Items)
 }
 
 func TestSpreadIsEvenAndBounded(t *testing.T) {

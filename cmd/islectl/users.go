@@ -91,8 +91,8 @@ func createUser(ctx context.Context, e env, db *gorm.DB, username, email, balanc
 
 // listBans is users bans: the banned users, oldest ban first.
 func listBans(ctx context.Context, e env, db *gorm.DB) error {
-	var bans []store.UserBan
-	if err := db.WithContext(ctx).Order("banned_at").Find(&bans).Error; err != nil {
+	bans, err := store.NewBans(db, nil).List(ctx)
+	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)

@@ -27,6 +27,7 @@ import (
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/internal/rabbitadmin"
 	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 )
@@ -96,7 +97,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	runner := reconcile.Runner{Redis: deps.Redis, Runs: reconcile.NewRuns(deps.DB), Metrics: metrics, Log: log, Owner: app.ProcessName("reconcile")}
+	runner := reconcile.Runner{Redis: deps.Redis, Runs: store.NewJobRuns(deps.DB), Metrics: metrics, Log: log, Owner: app.ProcessName("reconcile")}
 
 	if *once != "" {
 		res, err := runner.Run(ctx, jobs[*once], "reconcile -once")

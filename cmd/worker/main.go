@@ -11,6 +11,8 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -25,9 +27,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	handlerSpec := fs.String("handlers", "all", "handlers to run, comma-separated: all, dlq (every DLQ consumer), domain names, <domain>-dlq")
 	svc, cfg, err := app.Start(ctx, args, lookupEnv, app.Binary[config.Worker]{
-		Name: "worker", Flags: fs, Load: config.LoadWorker,
-		Log:   func(c *config.Worker) config.Log { return c.Log },
-		Needs: func(c *config.Worker) app.Needs { return app.Needs{MySQL: &c.MySQL, Redis: &c.Redis, AMQP: &c.AMQP} },
+		Name: "worker", Flags: fs, Load: config.LoadWorker, Warn: warn,
+		Log: func(c *config.Worker) config.Log { return c.Log },
+		Needs: func(c *config.Worker) app.Needs {
+			return app.Needs{MySQL: &c.MySQL, Redis: &c.Redis, AMQP: &c.AMQP, Payments: &c.Payments}
+		},
 	})
 	if err != nil {
 		return err
@@ -58,17 +62,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	// Every route hands out what its channels hold when the worker stops
-	// (FinishHeld): the billing and usage consumers must, as a delivery
-	// given back comes again flagged as redelivered (handlers.Consumer).
+	noGatewayKeys(ctx, log, cfg.Payments, selected)
 	var sub message.Subscriber
 	if cfg.Worker.Subscriber == config.SubscriberWatermillAMQP { // for islectl bench only (subscriber.go)
 		sub, err = newWatermillAMQPSubscriber(cfg.AMQP.URL, cfg.Worker.Prefetch, topics(selected), log)
 	} else {
-		sub, err = messaging.NewSubscriber(messaging.SubscriberConfig{
-			URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-worker", Prefetch: cfg.Worker.Prefetch, Topics: topics(selected),
-			ShutdownTimeout: cfg.Worker.ShutdownTimeout, FinishHeld: true,
-		}, log)
+		sub, err = messaging.NewSubscriber(subscriberConfig(cfg.AMQP, cfg.Worker, selected), log)
 	}
 	if err != nil {
 		return err
@@ -107,4 +106,33 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	_ = sub.Close()
 	log.Info("worker stopped")
 	return nil
+}
+
+// warn logs what the configuration deserves a warning for: test gateway
+// keys (only with ISLE_DEV=1: the configuration refuses them otherwise).
+func warn(ctx context.Context, log *slog.Logger, cfg *config.Worker) {
+	if cfg.Payments.TestKeys {
+		log.WarnContext(ctx, "ISLE_DEV=1 and local TEST payment gateway keys (islectl pay keys): whoever has their private halves can make this worker grant a payment; never in production")
+	}
+}
+
+// noGatewayKeys logs, for a worker that runs the payment-notify consumer,
+// the gateways without keys, whose paid notifications without an amount
+// (the Spring producer's) it cannot verify and refuses.
+func noGatewayKeys(ctx context.Context, log *slog.Logger, p config.Payments, selected []route) {
+	notify := func(r route) bool { return r.Name == "payment-notify" } // its consumer's -handlers name
+	if !slices.ContainsFunc(selected, notify) {
+		return
+	}
+	var none []string
+	if !p.AlipayConfigured() {
+		none = append(none, "PAYMENT_ALIPAY_*")
+	}
+	if !p.WechatConfigured() {
+		none = append(none, "PAYMENT_WECHAT_*")
+	}
+	if len(none) > 0 {
+		log.InfoContext(ctx, "payment gateways without keys: a paid notification of theirs without its amount is refused (doc/payments.md)",
+			"unset", strings.Join(none, ", "))
+	}
 }

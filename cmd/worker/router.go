@@ -33,6 +33,19 @@ func newRouter(selected []route, sub message.Subscriber, pub *messaging.Publishe
 	return r, nil
 }
 
+// subscriberConfig is the configuration of the worker's subscriber of the
+// selected routes. Every route hands out what its channels hold when the
+// worker stops (FinishHeld): given back, a delivery comes again flagged as
+// redelivered, which the consumers that key a message without an id by its
+// delivery (agent-billing, agent-usage-stats) must take for one they may
+// have applied (handlers.Consumer).
+func subscriberConfig(amqp config.AMQP, w config.WorkerSection, selected []route) messaging.SubscriberConfig {
+	return messaging.SubscriberConfig{
+		URL: amqp.URL, URLs: amqp.URLs, Name: "isle-worker", Prefetch: w.Prefetch, Topics: topics(selected),
+		ShutdownTimeout: w.ShutdownTimeout, FinishHeld: true,
+	}
+}
+
 // topics are the subscriber's channels per queue of the selected routes.
 func topics(selected []route) map[string]messaging.TopicConfig {
 	out := make(map[string]messaging.TopicConfig, len(selected))

@@ -22,18 +22,9 @@ import (
 // its reason, and has none) and exactly one of its DLQ; no handler consumes
 // a queue the topology lacks.
 func TestRouterHandlesEveryQueueOnce(t *testing.T) {
-	cfg, err := config.LoadWorker(func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	tp, err := topology.New(topology.Config{})
-	require.NoError(t, err)
-	deps := &app.Deps{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
-	w := newWriters(deps, prometheus.NewRegistry())
-	t.Cleanup(w.close)
-	stores := app.Stores{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
-	mailer, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
-	require.NoError(t, err)
+	cfg, tp, available := defaultRoutes(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	selected, err := selectRoutes(routes(deps, w, stores, mailer, cfg.Worker, log), "all")
+	selected, err := selectRoutes(available, "all")
 	require.NoError(t, err)
 	sub, err := messaging.NewSubscriber(messaging.SubscriberConfig{URL: storetest.AMQPURL()}, log)
 	require.NoError(t, err)
@@ -71,10 +62,64 @@ func TestRouterHandlesEveryQueueOnce(t *testing.T) {
 	}
 }
 
+// defaultRoutes is the worker's configuration from an empty environment,
+// its topology and every route it can run.
+func defaultRoutes(t *testing.T) (config.Worker, *topology.Topology, map[string]route) {
+	t.Helper()
+	cfg, err := config.LoadWorker(func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	deps := &app.Deps{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
+	w := newWriters(deps, prometheus.NewRegistry())
+	t.Cleanup(w.close)
+	stores := app.Stores{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
+	mailer, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg, tp, routes(deps, w, stores, mailer, cfg.Worker, log)
+}
+
+// A group-committing consumer's channels each hold one WORKER_BATCH
+// (WORKER_PREFETCH if larger): with its channels, a few commits' worth in
+// flight, one committing while the next fill, and no more (each delivery
+// in flight is a goroutine and its message in memory); the others hold
+// WORKER_PREFETCH.
+func TestGroupCommittingConsumersHoldABatchPerChannel(t *testing.T) {
+	cfg, _, available := defaultRoutes(t)
+	batching := 0
+	for name, rt := range available {
+		switch {
+		case rt.DLQ:
+			require.Equal(t, 1, rt.tune.Channels, name)
+		case rt.Batches:
+			batching++
+			require.Equal(t, max(cfg.Worker.Prefetch, cfg.Worker.Batch), rt.tune.Prefetch, name)
+		default:
+			require.Zero(t, rt.tune.Prefetch, "%s takes WORKER_PREFETCH", name)
+		}
+	}
+	require.Equal(t, 2, batching, "agent-billing and agent-usage-stats")
+}
+
 func fileStore(t *testing.T) objstore.Store {
 	t.Helper()
 
 	s, err := objstore.Open("file://"+t.TempDir(), objstore.Options{})
 	require.NoError(t, err)
 	return s
+}
+
+// The worker's subscriber hands out what its channels hold when it stops,
+// for every queue: the consumers that key a message without an id by its
+// delivery would take a delivery given back, which comes again flagged as
+// redelivered, for one they may have applied.
+func TestWorkerSubscriberFinishesWhatItHolds(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.LoadWorker(func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	sc := subscriberConfig(cfg.AMQP, cfg.Worker, []route{{queue: "q"}})
+	require.True(t, sc.FinishHeld)
+	require.Equal(t, cfg.Worker.ShutdownTimeout, sc.ShutdownTimeout)
+	require.Contains(t, sc.Topics, "q")
 }

@@ -56,13 +56,16 @@ type route struct {
 
 // routes returns every route the worker can run, by handler name: the main
 // consumer of each domain the registry has, on WORKER_CONCURRENCY channels
-// of its queue, and each domain's DLQ consumer ("<domain>-dlq") on one. The
-// group-committing consumers' channels hold at least two WORKER_BATCH of
-// deliveries, so that a commit carries many.
+// of its queue, and each domain's DLQ consumer ("<domain>-dlq") on one.
+// deps.Payments verifies the callbacks of paid notifications without an
+// amount. The group-committing consumers' channels hold at least one
+// WORKER_BATCH each: with their channels, a few commits' worth in flight,
+// one committing while the next fill (each delivery in flight is a
+// goroutine and its message in memory: more only costs memory).
 func routes(deps *app.Deps, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
 	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
 		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
-		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer}
+		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer, Payments: deps.Payments}
 	out := map[string]route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
 		if r.DLQ {
@@ -71,7 +74,7 @@ func routes(deps *app.Deps, w *writers, stores app.Stores, mailer mail.Mailer, c
 		}
 		rt := route{Route: r, queue: r.Domain.Queue, tune: messaging.TopicConfig{Channels: cfg.Concurrency[r.Name]}}
 		if r.Batches {
-			rt.tune.Prefetch = max(cfg.Prefetch, 2*cfg.Batch)
+			rt.tune.Prefetch = max(cfg.Prefetch, cfg.Batch)
 		}
 		out[r.Name] = rt
 	}

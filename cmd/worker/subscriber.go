@@ -17,8 +17,11 @@ import (
 // WORKER_SUBSCRIBER=watermill-amqp: the worker's Router consumes through
 // watermill-amqp/v3's subscriber instead of Isle's, with the same handlers
 // and middleware, so that `islectl bench` measures the two side by side
-// (doc/messaging.md, "watermill-amqp, measured"). It is not for production:
-// each of its channels holds one delivery until the handler acks it.
+// (doc/messaging.md, "watermill-amqp, measured"). It is not for production
+// (the configuration refuses it without ISLE_BENCH=1): each of its channels
+// holds one delivery until the handler acks it, and a redelivered message
+// without an id comes with a new id and no redelivered flag, so it would be
+// applied again.
 
 // wamqpSubscriber is a message.Subscriber of the contract's queues (the
 // topic is the queue's name) made of watermill-amqp subscribers on one

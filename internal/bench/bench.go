@@ -36,6 +36,9 @@ const (
 	RequestsDefault      = 20_000
 	PhaseDefault         = 5 * time.Second
 	E2EInFlightDefault   = 64
+	BatchesDefault       = 400
+	BatchSizeDefault     = 100 // the API's AGENT_USAGE_BATCH_MAX by default
+	BatchInFlightDefault = 8
 	FleetPrefixDefault   = "islebench"
 	FleetDatabaseDefault = "isle_bench"
 )
@@ -63,6 +66,12 @@ type Config struct {
 	Requests    int           // requests of the end-to-end phase, and messages of the consumer phase
 	Phase       time.Duration // length of each timed load phase
 	E2EInFlight int           // requests in flight in the end-to-end phase
+	// The batch phase: how many batches, of how many charges, how many in
+	// flight. An own fleet takes batches of up to BatchSize
+	// (AGENT_USAGE_BATCH_MAX); a running one, what it was started with.
+	Batches       int
+	BatchSize     int
+	BatchInFlight int
 	// The relay phase: rows of the backlog it drains; the rate rows are
 	// inserted at, for how long, to measure the lag; and the short poll
 	// interval measured beside the relay's default.
@@ -76,7 +85,7 @@ type Config struct {
 
 // Phases are the bench's phases, in the order they run. A run of some of
 // them (-phases) compares against the baselines only if it runs them.
-var Phases = []string{"baselines", "usage", "e2e", "tracing", "consumer", "relay", "scores"}
+var Phases = []string{"baselines", "usage", "e2e", "batch", "tracing", "consumer", "relay", "scores"}
 
 // Rate is a count over a time.
 type Rate struct {
@@ -100,6 +109,8 @@ type Baselines struct {
 	RawEndToEnd Rate `json:"raw_end_to_end"` // both at once on two connections
 	RedisDeduct Rate `json:"redis_deduct"`   // deduct.lua through go-redis, 32 goroutines
 	MySQLBatch  Rate `json:"mysql_batch"`    // rows/s, 100-row INSERTs, one connection
+	// Limit is the composite limit of a charge from the three above.
+	Limit CompositeLimit `json:"composite_limit"`
 	// The billing queue's deduction messages taken by a consumer that only
 	// acks (own fleet): each message on its own, as doc/money.md's "bare
 	// consumer" (the consumer goal's measure), and with multi-ack.
@@ -109,13 +120,15 @@ type Baselines struct {
 
 // EndToEnd is the path from the first usage request to the last ledger row.
 type EndToEnd struct {
-	InFlight   int          `json:"inflight"`
-	Requests   int64        `json:"requests"` // answered 200
-	Errors     int64        `json:"errors"`
-	Seconds    float64      `json:"seconds"` // first request to last ledger row
-	PerSecond  float64      `json:"per_second"`
-	RatioToRaw float64      `json:"ratio_to_raw_end_to_end"`
-	CPU        []ProcessCPU `json:"cpu"` // until the fleet had done every request's work
+	InFlight   int     `json:"inflight"`
+	Requests   int64   `json:"requests"` // answered 200
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"` // first request to last ledger row
+	PerSecond  float64 `json:"per_second"`
+	RatioToRaw float64 `json:"ratio_to_raw_end_to_end"`
+	// RatioToLimit is PerSecond ÷ Baselines.Limit.PerSecond.
+	RatioToLimit float64      `json:"ratio_to_composite_limit"`
+	CPU          []ProcessCPU `json:"cpu"` // until the fleet had done every request's work
 }
 
 // Consumer is the deduct consumer alone draining a queue of real deductions.
@@ -165,6 +178,7 @@ type Report struct {
 	Baselines Baselines `json:"baselines"`
 	Usage     []Load    `json:"usage"` // the usage API at 1, 32 and 128 in flight, then at a fixed rate
 	EndToEnd  EndToEnd  `json:"end_to_end"`
+	Batched   Batched   `json:"batched"`
 	Consumer  Consumer  `json:"consumer"`
 	Relay     Relay     `json:"relay"`
 	Scores    Scores    `json:"scores"`
@@ -197,6 +211,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Requests = cmp.Or(cfg.Requests, RequestsDefault)
 	cfg.Phase = cmp.Or(cfg.Phase, PhaseDefault)
 	cfg.E2EInFlight = cmp.Or(cfg.E2EInFlight, E2EInFlightDefault)
+	cfg.Batches = cmp.Or(cfg.Batches, BatchesDefault)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.BatchInFlight = cmp.Or(cfg.BatchInFlight, BatchInFlightDefault)
 	cfg.RelayRows = cmp.Or(cfg.RelayRows, RelayRowsDefault)
 	cfg.RelayRate = cmp.Or(cfg.RelayRate, RelayRateDefault)
 	cfg.RelayLag = cmp.Or(cfg.RelayLag, RelayLagDefault)
@@ -330,7 +347,7 @@ func (r *run) measure(ctx context.Context) error {
 	for _, p := range []struct {
 		name string
 		run  func(context.Context) error
-	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"tracing", r.tracing}, {"consumer", r.consumerAlone}, {"relay", r.relay}, {"scores", r.scores}} {
+	}{{"baselines", r.baselines}, {"usage", r.usagePhases}, {"e2e", r.endToEnd}, {"batch", r.batched}, {"tracing", r.tracing}, {"consumer", r.consumerAlone}, {"relay", r.relay}, {"scores", r.scores}} {
 		if len(r.cfg.Phases) > 0 && !slices.Contains(r.cfg.Phases, p.name) {
 			continue
 		}

@@ -55,6 +55,9 @@ func (r *run) baselines(ctx context.Context) error {
 		return fmt.Errorf("bench: MySQL baseline: %w", err)
 	}
 	r.logf("MySQL batched insert, %d rows per statement: %.0f rows/s", mysqlBatchRows, b.MySQLBatch.PerSecond)
+	b.Limit = compositeLimit(*b)
+	r.logf("composite limit of a charge: %.0f charges/s (2 messages %.1f µs + deduct.lua %.1f µs + 2 rows %.1f µs)",
+		b.Limit.PerSecond, b.Limit.MessagesUs, b.Limit.DeductUs, b.Limit.RowsUs)
 	return nil
 }
 
@@ -137,11 +140,9 @@ func (r *run) endToEndAs(ctx context.Context, phase string) (EndToEnd, error) {
 	e.Requests, e.Errors = l.OK, l.Errors
 	took := last.Sub(began)
 	e.Seconds, e.PerSecond = took.Seconds(), float64(l.OK)/took.Seconds()
-	if raw := r.report.Baselines.RawEndToEnd.PerSecond; raw > 0 {
-		e.RatioToRaw = e.PerSecond / raw
-	}
-	r.logf("end to end, %d in flight: %d requests, first request to last ledger row %.0f req/s (%.3f× raw end to end); answered at %.0f req/s, p99 %.1f ms",
-		e.InFlight, e.Requests, e.PerSecond, e.RatioToRaw, l.RPS, l.P99ms)
+	e.RatioToRaw, e.RatioToLimit = r.ratios(e.PerSecond)
+	r.logf("end to end, %d in flight: %d requests, first request to last ledger row %.0f req/s (%.3f× raw end to end, %.3f× the composite limit); answered at %.0f req/s, p99 %.1f ms",
+		e.InFlight, e.Requests, e.PerSecond, e.RatioToRaw, e.RatioToLimit, l.RPS, l.P99ms)
 	for _, c := range e.CPU {
 		r.logf("  %-8s %.2f cores, %.3f ms CPU per request, peak RSS %d MiB", c.Process, c.Cores, c.MsPerRequest, c.PeakRSSBytes>>20)
 	}

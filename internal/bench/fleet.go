@@ -91,11 +91,14 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 		"API_JWT_SECRET=" + string(r.cfg.JWTSecret),
 		"WORKER_OPS_ADDR=127.0.0.1:0",
 		"GAME_SCORE_SUBMIT_PER_MINUTE=" + strconv.Itoa(scoreSubmitLimit), // the Spring backend's 10 would measure 429s
+		"AGENT_USAGE_BATCH_MAX=" + strconv.Itoa(max(r.cfg.BatchSize, BatchSizeDefault)),
 		"RELAY_OPS_ADDR=127.0.0.1:0",
 		"LOG_FORMAT=json",
 		// The worker consumes through Isle's subscriber, whatever the
-		// bench's own environment says (the consumer phase sets it).
+		// bench's own environment says (the consumer phase sets it, which
+		// the worker takes only from a bench).
 		"WORKER_SUBSCRIBER=",
+		"ISLE_BENCH=1",
 	}
 	if r.cfg.Pprof {
 		f.env = append(f.env, "PPROF_ENABLED=true")

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +40,9 @@ type Load struct {
 	P99ms     float64 `json:"p99_ms"`
 	P999ms    float64 `json:"p999_ms"`
 	MaxMs     float64 `json:"max_ms"`
+	// Batches is how many batches carried the requests, when they went as
+	// batches (each of Requests is then one charge of a batch).
+	Batches int64 `json:"batches,omitempty"`
 }
 
 func (l *Load) fill(h *hdrhistogram.Histogram, took time.Duration) {
@@ -50,11 +54,14 @@ func (l *Load) fill(h *hdrhistogram.Histogram, took time.Duration) {
 	l.P50ms, l.P99ms, l.P999ms, l.MaxMs = ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(99)), ms(h.ValueAtQuantile(99.9)), ms(h.Max())
 }
 
-// request is one request of a load: its method, URL, headers and body.
+// request is one request of a load: its URL, headers and body.
 type request struct {
 	url    string
 	header http.Header
 	body   []byte
+	// items is how many charges a batch carries (its answer has a result
+	// for each); 0 for a request of its own.
+	items int
 }
 
 // client returns an HTTP client that keeps a connection per request in
@@ -79,7 +86,7 @@ func closedLoop(ctx context.Context, inflight int, count int64, dur time.Duratio
 	defer c.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	var sent, ok, failed atomic.Int64
+	var sent, ok, failed, batches atomic.Int64
 	var firstErr atomic.Value
 	hists := make([]*hdrhistogram.Histogram, inflight)
 	var wg sync.WaitGroup
@@ -95,18 +102,20 @@ func closedLoop(ctx context.Context, inflight int, count int64, dur time.Duratio
 				}
 				r := next(i)
 				t0 := time.Now()
-				err := post(ctx, c, r)
-				if ctx.Err() != nil && err != nil {
+				n, err := post(ctx, c, r)
+				if ctx.Err() != nil && err != nil && n == 0 {
 					sent.Add(-1) // cut off by the end of the phase: not counted
 					return
 				}
 				_ = h.RecordValue(time.Since(t0).Microseconds())
+				ok.Add(n)
 				if err != nil {
-					failed.Add(1)
+					failed.Add(int64(max(r.items, 1)) - n)
 					firstErr.CompareAndSwap(nil, err.Error())
-					continue
 				}
-				ok.Add(1)
+				if r.items > 0 {
+					batches.Add(1)
+				}
 			}
 		})
 	}
@@ -116,7 +125,7 @@ func closedLoop(ctx context.Context, inflight int, count int64, dur time.Duratio
 	for _, h := range hists {
 		all.Merge(h)
 	}
-	l := Load{Mode: "closed", InFlight: inflight, OK: ok.Load(), Errors: failed.Load()}
+	l := Load{Mode: "closed", InFlight: inflight, OK: ok.Load(), Errors: failed.Load(), Batches: batches.Load()}
 	l.Requests = l.OK + l.Errors
 	if v, isSet := firstErr.Load().(string); isSet {
 		l.FirstErr = v
@@ -125,22 +134,63 @@ func closedLoop(ctx context.Context, inflight int, count int64, dur time.Duratio
 	return l
 }
 
-func post(ctx context.Context, c *http.Client, r request) error {
+// post sends r and returns how many charges were answered 200 (or a
+// score 202): 0 or 1 for a request of its own, up to r.items for a batch,
+// whose err then names the first item answered otherwise.
+func post(ctx context.Context, c *http.Client, r request) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(r.body))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header = r.header
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if resp.StatusCode/100 != 2 { // 200 for a charge, 202 for a score
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, clip(string(body), 200))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer*int64(max(r.items, 1))))
+	if resp.StatusCode/100 != 2 { // 200 for a charge or a batch, 202 for a score
+		return 0, &statusError{status: resp.StatusCode, body: clip(string(body), 200)}
 	}
-	return nil
+	if r.items == 0 {
+		return 1, nil
+	}
+	return batchAnswered(body, r.items)
+}
+
+// statusError is an answer other than 2xx.
+type statusError struct {
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
+
+// batchAnswered reads a batch's answer: how many of its items were
+// answered 200, and an error naming the first that was not.
+func batchAnswered(body []byte, items int) (int64, error) {
+	var a struct {
+		Results []struct {
+			Status int             `json:"status"`
+			Error  json.RawMessage `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return 0, fmt.Errorf("a batch's answer: %w: %s", err, clip(string(body), 200))
+	}
+	if len(a.Results) != items {
+		return 0, fmt.Errorf("a batch of %d items answered %d results", items, len(a.Results))
+	}
+	var ok int64
+	var first error
+	for i, res := range a.Results {
+		if res.Status == http.StatusOK {
+			ok++
+		} else if first == nil {
+			first = fmt.Errorf("batch item %d: HTTP %d: %s", i, res.Status, clip(string(res.Error), 200))
+		}
+	}
+	return ok, first
 }
 
 // fixedRate sends rate requests per second for dur, whether or not earlier

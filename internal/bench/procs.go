@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,17 +114,32 @@ func serviceProcesses() []process {
 	})
 }
 
+// resetPeak sets pid's peak resident set (VmHWM) to its resident set now
+// (5 written to /proc/PID/clear_refs), so that the peak read at a phase's
+// end is the phase's own. The kernel lets a process do it to the processes
+// of its own user only: the bench's fleet and itself, not the services.
+func resetPeak(pid int) error {
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/clear_refs", pid), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte("5"))
+	return errors.Join(err, f.Close())
+}
+
 // cpuMeter reads the CPU time of a set of processes at the start and the
-// end of a phase.
+// end of a phase, and their peak memory during it where it could reset it.
 type cpuMeter struct {
 	procs []process
 	start map[int]time.Duration
+	reset map[int]bool // the peak was reset at the start
 	began time.Time
 }
 
 func startCPU(procs []process) *cpuMeter {
-	m := &cpuMeter{procs: procs, start: map[int]time.Duration{}, began: time.Now()}
+	m := &cpuMeter{procs: procs, start: map[int]time.Duration{}, reset: map[int]bool{}, began: time.Now()}
 	for _, p := range procs {
+		m.reset[p.PID] = resetPeak(p.PID) == nil
 		if t, err := cpuTime(p.PID); err == nil {
 			m.start[p.PID] = t
 		}
@@ -139,6 +155,9 @@ type ProcessCPU struct {
 	MsPerRequest float64 `json:"ms_per_request"` // CPU milliseconds per request of the phase
 	RSSBytes     int64   `json:"rss_bytes"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// PeakOfPhase says PeakRSSBytes is the peak during the phase; else it
+	// is the peak since the process started (resetPeak).
+	PeakOfPhase bool `json:"peak_rss_of_phase"`
 }
 
 // stop returns each process's CPU during the phase, per request.
@@ -152,7 +171,7 @@ func (m *cpuMeter) stop(requests int64) []ProcessCPU {
 			continue
 		}
 		used := (t1 - t0).Seconds()
-		c := ProcessCPU{Process: p.Name, PID: p.PID, Cores: used / wall}
+		c := ProcessCPU{Process: p.Name, PID: p.PID, Cores: used / wall, PeakOfPhase: m.reset[p.PID]}
 		if requests > 0 {
 			c.MsPerRequest = used * 1000 / float64(requests)
 		}

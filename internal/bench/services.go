@@ -23,6 +23,7 @@ const (
 	mysqlBatchRows    = 100
 	mysqlBaseTable    = "isle_bench_rows"
 	baselineUserCount = 200
+	deductRetries     = 3 // tries again of a deduction whose answer did not come
 )
 
 // redisDeduct runs deduct.lua through go-redis (store.Balances.Deduct, as
@@ -54,9 +55,16 @@ func redisDeduct(ctx context.Context, cfg store.RedisConfig, dur time.Duration) 
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := n.Add(1)
-				_, err := balances.Deduct(ctx, store.DeductRequest{Username: fmt.Sprintf("u%03d", i%baselineUserCount), ID: fmt.Sprintf("d%d", i),
+				req := store.DeductRequest{Username: fmt.Sprintf("u%03d", i%baselineUserCount), ID: fmt.Sprintf("d%d", i),
 					Amount: amount, Now: time.Now(), Ref: store.NewRef(), RequestHash: "fedcba9876543210",
-					Usage: &store.UsageData{Model: "m", Input: 1200, Cached: 200, Output: 350, CostMF: 30000000}})
+					Usage: &store.UsageData{Model: "m", Input: 1200, Cached: 200, Output: 350, CostMF: 30000000}}
+				_, err := balances.Deduct(ctx, req)
+				// Deduct sends once; as the API does, a try that did not
+				// answer (a timeout on a loaded machine) goes again, the same
+				// request, which the script answers once.
+				for try := 0; !store.Answered(err) && try < deductRetries && ctx.Err() == nil; try++ {
+					_, err = balances.Deduct(ctx, req)
+				}
 				if err != nil && ctx.Err() == nil {
 					firstErr.CompareAndSwap(nil, err)
 				}

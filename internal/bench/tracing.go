@@ -13,25 +13,43 @@ import (
 )
 
 // Tracing is the cost of exporting traces: usage end to end with the api
-// and the worker exporting every span over OTLP/HTTP (to a receiver in the
-// bench that takes them and keeps nothing), against the same load with no
+// and the worker exporting over OTLP/HTTP (to a receiver in the bench that
+// takes them and keeps nothing), sampled as the compose file and the
+// Kubernetes manifests sample (parentbased_traceidratio at
+// TracingSampleRatio) and with every span, against the same load with no
 // endpoint configured (doc/tracing.md). Each side runs tracingRounds times,
-// alternating, each time on an api and a worker started for it and warmed
-// up, so that neither side is favoured by warm processes or by the drift
-// of the run (the ledger growing, the machine's other load).
+// in turn, each time on an api and a worker started for it and warmed up,
+// so that no side is favoured by warm processes or by the drift of the run
+// (the ledger growing, the machine's other load).
 type Tracing struct {
 	Skipped      string  `json:"skipped,omitempty"`
 	Rounds       int     `json:"rounds"`
 	OffPerSecond float64 `json:"off_per_second"` // usage end to end, nothing exported
 	OnPerSecond  float64 `json:"on_per_second"`  // the same, every span exported
 	Ratio        float64 `json:"ratio"`          // on ÷ off
-	Exports      int64   `json:"exports"`        // OTLP requests the receiver got
-	Bytes        int64   `json:"bytes"`
-	OffAPICPU    float64 `json:"off_api_cpu_ms"` // api CPU per request, ms
-	OnAPICPU     float64 `json:"on_api_cpu_ms"`
-	OffWorkerCPU float64 `json:"off_worker_cpu_ms"`
-	OnWorkerCPU  float64 `json:"on_worker_cpu_ms"`
+	// The same, sampled at the root (SampleRatio of the traces that begin
+	// in Isle; the bench's requests carry no trace context).
+	SampleRatio      float64 `json:"sample_ratio"`
+	SampledPerSecond float64 `json:"sampled_per_second"`
+	SampledRatio     float64 `json:"sampled_ratio"` // sampled ÷ off
+	// Each side ÷ raw RabbitMQ end to end and ÷ the composite limit.
+	OffRatioToRaw   float64 `json:"off_ratio_to_raw_end_to_end"`
+	OffRatioToLimit float64 `json:"off_ratio_to_composite_limit"`
+	OnRatioToRaw    float64 `json:"on_ratio_to_raw_end_to_end"`
+	OnRatioToLimit  float64 `json:"on_ratio_to_composite_limit"`
+	Exports         int64   `json:"exports"` // OTLP requests the receiver got
+	Bytes           int64   `json:"bytes"`
+	OffAPICPU       float64 `json:"off_api_cpu_ms"` // api CPU per request, ms
+	OnAPICPU        float64 `json:"on_api_cpu_ms"`
+	OffWorkerCPU    float64 `json:"off_worker_cpu_ms"`
+	OnWorkerCPU     float64 `json:"on_worker_cpu_ms"`
+	SampledAPICPU   float64 `json:"sampled_api_cpu_ms"`
+	SampledWorker   float64 `json:"sampled_worker_cpu_ms"`
 }
+
+// TracingSampleRatio is the ratio the compose file and the Kubernetes
+// manifests sample at (OTEL_TRACES_SAMPLER_ARG).
+const TracingSampleRatio = 0.1
 
 // tracingRounds is how many times each side of the tracing phase runs.
 const tracingRounds = 2
@@ -50,13 +68,16 @@ func (r *run) tracing(ctx context.Context) error {
 		return err
 	}
 	defer sink.close()
-	var off, on []EndToEnd
+	sampled := []string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", fmt.Sprintf("OTEL_TRACES_SAMPLER_ARG=%g", TracingSampleRatio)}
+	every := []string{"OTEL_TRACES_SAMPLER=parentbased_always_on", "OTEL_TRACES_SAMPLER_ARG="}
+	var off, samp, on []EndToEnd
 	for round := range tracingRounds {
 		for _, side := range []struct {
 			name, endpoint string
+			sampler        []string
 			runs           *[]EndToEnd
-		}{{"off", "", &off}, {"on", sink.url, &on}} {
-			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint)
+		}{{"off", "", nil, &off}, {"sampled", sink.url, sampled, &samp}, {"on", sink.url, every, &on}} {
+			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint, side.sampler...)
 			if err != nil {
 				return err
 			}
@@ -66,21 +87,27 @@ func (r *run) tracing(ctx context.Context) error {
 	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="); err != nil {
 		return err
 	}
-	t.Rounds = tracingRounds
+	t.Rounds, t.SampleRatio = tracingRounds, TracingSampleRatio
 	t.OffPerSecond, t.OffAPICPU, t.OffWorkerCPU = combine(off)
+	t.SampledPerSecond, t.SampledAPICPU, t.SampledWorker = combine(samp)
 	t.OnPerSecond, t.OnAPICPU, t.OnWorkerCPU = combine(on)
 	t.Ratio = t.OnPerSecond / t.OffPerSecond
+	t.SampledRatio = t.SampledPerSecond / t.OffPerSecond
+	t.OffRatioToRaw, t.OffRatioToLimit = r.ratios(t.OffPerSecond)
+	t.OnRatioToRaw, t.OnRatioToLimit = r.ratios(t.OnPerSecond)
 	t.Exports, t.Bytes = sink.requests.Load(), sink.bytes.Load()
-	r.logf("tracing: usage end to end %.0f req/s exporting every span, %.0f req/s exporting none (%.3f×, %d rounds); %d exports, %d KiB; CPU per request: api %.3f → %.3f ms, worker %.3f → %.3f ms",
-		t.OnPerSecond, t.OffPerSecond, t.Ratio, t.Rounds, t.Exports, t.Bytes>>10, t.OffAPICPU, t.OnAPICPU, t.OffWorkerCPU, t.OnWorkerCPU)
+	r.logf("tracing: usage end to end %.0f req/s exporting every span (%.3f×), %.0f req/s sampling %g (%.3f×), %.0f req/s exporting none (%d rounds); %d exports, %d KiB; CPU per request: api %.3f → %.3f → %.3f ms, worker %.3f → %.3f → %.3f ms",
+		t.OnPerSecond, t.Ratio, t.SampledPerSecond, t.SampleRatio, t.SampledRatio, t.OffPerSecond, t.Rounds, t.Exports, t.Bytes>>10,
+		t.OffAPICPU, t.SampledAPICPU, t.OnAPICPU, t.OffWorkerCPU, t.SampledWorker, t.OnWorkerCPU)
 	return nil
 }
 
 // tracedEndToEnd starts the api and the worker again exporting to endpoint
-// (none when empty), warms them up with a tenth of the requests, unmeasured,
-// then runs the end-to-end phase as phase.
-func (r *run) tracedEndToEnd(ctx context.Context, phase, endpoint string) (EndToEnd, error) {
-	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint); err != nil {
+// (none when empty) with the sampler settings of env, warms them up with a
+// tenth of the requests, unmeasured, then runs the end-to-end phase as
+// phase.
+func (r *run) tracedEndToEnd(ctx context.Context, phase, endpoint string, env ...string) (EndToEnd, error) {
+	if err := r.fleet.restartAPIAndWorker(ctx, append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint}, env...)...); err != nil {
 		return EndToEnd{}, err
 	}
 	l := closedLoop(ctx, r.cfg.E2EInFlight, int64(max(r.cfg.Requests/10, 1)), 5*time.Minute, r.usage(phase+"-warm"))

@@ -123,92 +123,10 @@ type Charge struct {
 // balance is ErrNoBalance (with the Charge's Cost set). A zero cost takes
 // nothing, also from a zero balance, but holds the request id as a charge
 // does. A replay answers the first charge: what it took and what it cost
-// then, whatever the price is now.
+// then, whatever the price is now. It is ChargeAll of one request.
 func (s *Service) Charge(ctx context.Context, r Request) (Charge, error) {
-	p, err := s.prices.Get(ctx, r.Model)
-	if err != nil {
-		return Charge{}, err
-	}
-	var c Charge
-	if c.Cost, c.CostMicroFen, err = Cost(p, r.Tokens); err != nil {
-		return Charge{}, err
-	}
-	c.RequestHash = r.Hash()
-	req := store.DeductRequest{Username: r.Username, ID: r.ID, Amount: c.Cost, Now: s.now(), Ref: store.NewRef(), RequestHash: c.RequestHash,
-		Usage: &store.UsageData{Model: r.Model, Input: r.Tokens.Input, Cached: r.Tokens.Cached, Output: r.Tokens.Output,
-			Reasoning: r.Tokens.Reasoning, CostMF: c.CostMicroFen}}
-	var taken store.Taken
-	deduct := func() error {
-		return resolve(ctx, func() error {
-			var err error
-			taken, err = s.balances.Deduct(ctx, req)
-			return err
-		})
-	}
-	err = s.withBalance(ctx, r.Username, deduct)
-	if errors.Is(err, store.ErrBalanceEmpty) {
-		// A recharge may be in MySQL and not yet in the hot balance (the
-		// payment consumer settles it just after its commit): settle what
-		// there is and try once more, so a paid order is spendable as soon
-		// as it says PAID. Once more even when this settle found nothing:
-		// the consumer's own may have landed since the first try.
-		if s.settling != nil {
-			s.settling()
-		}
-		if _, serr := s.balances.SettleCredits(ctx, r.Username); serr == nil {
-			err = deduct()
-		}
-	}
-	switch {
-	case errors.Is(err, store.ErrBalanceEmpty):
-		return c, ErrNoBalance
-	case errors.Is(err, store.ErrRequestConflict):
-		c.Deducted, c.Replayed = taken.Deducted, true
-		return c, ErrConflict
-	case errors.Is(err, store.ErrMaybeRan):
-		return c, fmt.Errorf("billing: charge %s: %w: %w", r.ID, ErrOutcomeUnknown, err)
-	case err != nil:
-		return c, fmt.Errorf("billing: charge %s: %w", r.ID, err)
-	}
-	if taken.Replayed && taken.Ref == req.Ref {
-		// A replay of this call's own charge: an earlier run of the script
-		// took it and its answer was lost (resolve).
-		taken.Replayed = false
-	}
-	c.Deducted, c.Balance, c.Replayed, c.Ref = taken.Deducted, taken.Balance, taken.Replayed, taken.Ref
-	if c.Replayed {
-		c.Cost, c.CostMicroFen = taken.Cost, microFen(taken.Cost)
-	}
-	return c, nil
-}
-
-// resolveFor bounds how long resolve asks Redis again about a charge whose
-// answer was lost, within the request's own deadline.
-const resolveFor = 5 * time.Second
-
-// resolve runs deduct, an idempotent charge (same request id, ref and
-// body), and while its error leaves unknown whether Redis ran it (a
-// connection reset or a timeout after the script was sent:
-// store.ErrMaybeRan) runs it again, backing off from 50 ms to 500 ms, for
-// up to resolveFor or until ctx ends. A run that answers tells what
-// happened: the charge made now, or the replay of the lost run's. So a
-// charge whose script ran is never answered as failed while Redis can
-// still say so; when it cannot, the error stays ErrMaybeRan.
-func resolve(ctx context.Context, deduct func() error) error {
-	err := deduct()
-	wait := 50 * time.Millisecond
-	for deadline := time.Now().Add(resolveFor); errors.Is(err, store.ErrMaybeRan) && time.Now().Add(wait).Before(deadline); {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(2*wait, 500*time.Millisecond)
-		err = deduct()
-	}
-	return err
+	res := s.ChargeAll(ctx, []Request{r})
+	return res[0].Charge, res[0].Err
 }
 
 // Balance is a user's hot balance, initialised from MySQL if missing.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,19 +20,27 @@ import (
 // (EVALSHA or EVAL) and cuts the connection: Redis ran the script, the
 // client never learns it. This is what a connection reset under a charge
 // does (the fault suite's seed 22: seven charges answered 503 and taken).
+//
+// With refuseAfter set, the first eaten reply also takes the address away:
+// the listener closes and every connection is cut, so each later dial is
+// refused — a Redis primary that died just after it ran a script.
 type replyEater struct {
-	addr   string
-	eat    atomic.Int64
-	eaten  atomic.Int64
-	target string
+	addr        string
+	eat         atomic.Int64
+	eaten       atomic.Int64
+	target      string
+	refuseAfter atomic.Bool // set by the test while connections are piped
+	ln          net.Listener
+	mu          sync.Mutex
+	conns       []net.Conn
 }
 
 func newReplyEater(t *testing.T, target string) *replyEater {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	p := &replyEater{addr: ln.Addr().String(), target: target}
+	p := &replyEater{addr: ln.Addr().String(), target: target, ln: ln}
+	t.Cleanup(p.refuse)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -44,12 +53,26 @@ func newReplyEater(t *testing.T, target string) *replyEater {
 	return p
 }
 
+// refuse closes the listener and cuts every connection.
+func (p *replyEater) refuse() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *replyEater) pipe(c net.Conn) {
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		_ = c.Close()
 		return
 	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, s)
+	p.mu.Unlock()
 	var script atomic.Bool // a script was sent and its reply is due
 	go func() {
 		defer s.Close()
@@ -78,6 +101,9 @@ func (p *replyEater) pipe(c net.Conn) {
 			if script.Swap(false) && p.eat.Add(-1) >= 0 {
 				p.eaten.Add(1)
 				_ = s.Close()
+				if p.refuseAfter.Load() {
+					p.refuse()
+				}
 				return
 			}
 			if _, werr := c.Write(buf[:n]); werr != nil {
@@ -134,4 +160,80 @@ func TestAChargeIsNeverRefusedAfterItWasTaken(t *testing.T) {
 	bal, err := b.svc.Balance(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "4.00000000", bal.StringFixed(8), "10 − 1 − 2 − 3: each charge once")
+}
+
+// A Redis failover cuts a charge after its script ran: the primary took the
+// money and died before answering, and the tries after it find the address
+// refusing connections. The outcome stays unknown (never "not charged")
+// while no script answers; once one does, it says the charge was taken.
+func TestAChargeCutByAFailoverIsNotAnsweredNotCharged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := newReplyEater(t, storetest.RedisAddr())
+	via, err := store.OpenRedis(store.RedisConfig{Addr: p.addr, KeyPrefix: b.r.Keys().Prefix()})
+	require.NoError(t, err)
+	t.Cleanup(func() { via.Close() })
+	svc := billing.New(b.db, via)
+	_, err = svc.Charge(ctx, billing.Request{ID: "warm", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 1}})
+	require.NoError(t, err)
+
+	p.refuseAfter.Store(true)
+	p.eat.Store(1)
+	_, err = svc.Charge(ctx, billing.Request{ID: "cut", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 2}})
+	require.EqualValues(t, 1, p.eaten.Load())
+	t.Logf("answer: %v", err)
+	require.ErrorIs(t, err, billing.ErrOutcomeUnknown, "the first try may have run: %v", err)
+
+	c, err := b.svc.Charge(ctx, billing.Request{ID: "cut", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 2}})
+	require.NoError(t, err)
+	require.True(t, c.Replayed, "the charge answered as unknown had been taken")
+	require.Equal(t, "7.00000000", c.Balance.StringFixed(8), "10 − 1 − 2, once each")
+}
+
+// A batch whose pipeline's answers are lost answers no item as charged that
+// was not, and none as not charged that was: asked again, each answers
+// what was taken, once; and when every later try is refused (a failover),
+// every item that may have run is outcome unknown.
+func TestABatchCutMidwayAnswersEachTruthfully(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := newReplyEater(t, storetest.RedisAddr())
+	via, err := store.OpenRedis(store.RedisConfig{Addr: p.addr, KeyPrefix: b.r.Keys().Prefix()})
+	require.NoError(t, err)
+	t.Cleanup(func() { via.Close() })
+	svc := billing.New(b.db, via)
+	_, err = svc.Charge(ctx, billing.Request{ID: "warm", Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 1}})
+	require.NoError(t, err)
+
+	batch := func(prefix string) []billing.Request {
+		rs := make([]billing.Request, 4)
+		for i := range rs {
+			rs[i] = billing.Request{ID: prefix + string(rune('a'+i)), Username: "alice", Model: "m", Tokens: billing.Tokens{Input: 1}}
+		}
+		return rs
+	}
+	p.eat.Store(2)
+	for _, r := range svc.ChargeAll(ctx, batch("lost-")) {
+		require.NoError(t, r.Err, "asked again, each says it was taken")
+		require.False(t, r.Charge.Replayed, "its own charge")
+	}
+	require.EqualValues(t, 2, p.eaten.Load())
+
+	p.refuseAfter.Store(true)
+	p.eat.Store(1)
+	cut := svc.ChargeAll(ctx, batch("cut-"))
+	taken := 0
+	for i, r := range b.svc.ChargeAll(ctx, batch("cut-")) {
+		require.NoError(t, r.Err)
+		if r.Charge.Replayed {
+			taken++
+			require.ErrorIs(t, cut[i].Err, billing.ErrOutcomeUnknown, "item %d was taken: not answered as refused", i)
+		}
+	}
+	require.Positive(t, taken, "the pipeline ran before its answers were lost")
+	bal, err := b.svc.Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "1.00000000", bal.StringFixed(8), "10 − 1 − 4 − 4: each charge once")
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/eisland/isle/internal/browsertest"
-	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
@@ -91,8 +90,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.Do("jobs", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#job-balance-sync")))
 	require.Contains(t, b.Text("#job-balance-sync"), "console (root)")
 	b.Screenshot("console-jobs.png")
-	runs, err := reconcile.NewRuns(f.db).Last(context.Background(), 5, "balance-sync")
+	runs, err := store.NewJobRuns(f.db).Last(context.Background(), 5, "balance-sync")
 	require.NoError(t, err)
 	require.Equal(t, "console (root)", runs["balance-sync"][0].StartedBy)
-	require.Equal(t, reconcile.OutcomeOK, runs["balance-sync"][0].Outcome)
+	require.Equal(t, store.JobOK, runs["balance-sync"][0].Outcome)
 }

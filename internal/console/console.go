@@ -119,19 +119,63 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	return c, nil
 }
 
+// Route is a page or an action of the console: its method and its path
+// below Config.Prefix, where {name} is a segment that varies.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes lists every page and action of the console. A router that mounts
+// the console under a prefix routes each of them to it (the API's routes
+// table does, and its OpenAPI document lists them); any other path under
+// the prefix answers the console's 404 page.
+func Routes() []Route {
+	handlers := (&Console{}).handlers()
+	out := make([]Route, len(handlers))
+	for i, h := range handlers {
+		out[i] = h.Route
+	}
+	return out
+}
+
+// handler is one route of the console and what serves it.
+type handler struct {
+	Route
+	serve http.HandlerFunc
+}
+
+func (c *Console) handlers() []handler {
+	get := func(path string, h func(w http.ResponseWriter, r *http.Request) (rendered, error)) handler {
+		return handler{Route{http.MethodGet, path}, c.page(h)}
+	}
+	post := func(path string, h func(w http.ResponseWriter, r *http.Request) (rendered, error)) handler {
+		return handler{Route{http.MethodPost, path}, c.action(h)}
+	}
+	return []handler{
+		get("/", c.overview),
+		get("/dead", c.deadList),
+		get("/dead/{domain}/{id}", c.deadOne),
+		post("/dead/replay", c.replay),
+		get("/money", c.money),
+		get("/outbox", c.outbox),
+		post("/outbox/replay", c.replayOutbox),
+		get("/jobs", c.jobs),
+		post("/jobs/{name}/run", c.runJob),
+		{Route{http.MethodGet, "/static/console.css"}, c.css},
+	}
+}
+
 // routes registers every page and action under the prefix.
 func (c *Console) routes() {
 	p := c.cfg.Prefix
-	c.mux.HandleFunc("GET "+p+"/{$}", c.page(c.overview))
-	c.mux.HandleFunc("GET "+p+"/dead", c.page(c.deadList))
-	c.mux.HandleFunc("GET "+p+"/dead/{domain}/{id}", c.page(c.deadOne))
-	c.mux.HandleFunc("POST "+p+"/dead/replay", c.action(c.replay))
-	c.mux.HandleFunc("GET "+p+"/money", c.page(c.money))
-	c.mux.HandleFunc("GET "+p+"/outbox", c.page(c.outbox))
-	c.mux.HandleFunc("POST "+p+"/outbox/replay", c.action(c.replayOutbox))
-	c.mux.HandleFunc("GET "+p+"/jobs", c.page(c.jobs))
-	c.mux.HandleFunc("POST "+p+"/jobs/{name}/run", c.action(c.runJob))
-	c.mux.HandleFunc("GET "+p+"/static/console.css", c.css)
+	for _, h := range c.handlers() {
+		path := h.Path
+		if path == "/" {
+			path = "/{$}" // the overview is the prefix itself, not everything below it
+		}
+		c.mux.HandleFunc(h.Method+" "+p+path, h.serve)
+	}
 	c.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, errorf(http.StatusNotFound, "no page %s", r.URL.Path))
 	})

@@ -72,7 +72,7 @@ func newFleet(t *testing.T) *fleet {
 			{Job: reconcile.NewOutboxPurge(d.DB, reconcile.OutboxPurgeConfig{}, nil, quiet), Schedule: "@every 1h"},
 			{Job: reconcile.NewReplicationBackfill(d.DB, dom, d.Publisher, reconcile.BackfillConfig{}, nil, quiet)},
 		}
-		d.Runner = reconcile.Runner{Redis: d.Redis, Runs: reconcile.NewRuns(d.DB), Log: quiet, Owner: "api@console-test pid 1"}
+		d.Runner = reconcile.Runner{Redis: d.Redis, Runs: store.NewJobRuns(d.DB), Log: quiet, Owner: "api@console-test pid 1"}
 		d.Operator = func(r *http.Request) string { p, _ := httpapi.PrincipalFrom(r.Context()); return p.Subject }
 	}})
 	f := &fleet{testBundle: b, api: apiServer}
@@ -234,7 +234,7 @@ func (f *fleet) seedRuns(t *testing.T, log *slog.Logger) {
 	held, err := l.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, held)
-	runner := reconcile.Runner{Redis: f.redis, Runs: reconcile.NewRuns(f.db), Log: log, Owner: "reconcile@isle-1 pid 4242, lease " + l.Owner()}
+	runner := reconcile.Runner{Redis: f.redis, Runs: store.NewJobRuns(f.db), Log: log, Owner: "reconcile@isle-1 pid 4242, lease " + l.Owner()}
 	_, err = runner.Run(ctx, reconcile.NewOutboxPurge(f.db, reconcile.OutboxPurgeConfig{}, nil, log), reconcile.StartedBySchedule)
 	require.NoError(t, err)
 	admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
 )
 
 // Job is one of the reconciler's jobs, as the console shows and runs it.
@@ -34,7 +35,7 @@ type jobRow struct {
 	Name     string
 	Schedule string
 	Running  reconcile.Holder
-	Runs     []reconcile.Run
+	Runs     []store.JobRun
 	ByLeader map[uint64]bool // the runs the current leader made
 }
 
@@ -52,7 +53,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) (rendered, error)
 	for i, j := range c.deps.Jobs {
 		names[i] = j.Job.Name()
 	}
-	runs, err := reconcile.NewRuns(c.deps.DB).Last(ctx, runsShown, names...)
+	runs, err := store.NewJobRuns(c.deps.DB).Last(ctx, runsShown, names...)
 	if err != nil {
 		return rendered{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eisland/isle/internal/console"
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ func withJobs(o options) options {
 	o.deps = func(d *console.Deps) {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		d.Jobs = []console.Job{{Job: reconcile.NewOutboxPurge(d.DB, reconcile.OutboxPurgeConfig{}, nil, quiet), Schedule: "@every 1h"}}
-		d.Runner = reconcile.Runner{Redis: d.Redis, Runs: reconcile.NewRuns(d.DB), Log: quiet, Owner: "console-test"}
+		d.Runner = reconcile.Runner{Redis: d.Redis, Runs: store.NewJobRuns(d.DB), Log: quiet, Owner: "console-test"}
 	}
 	return o
 }
@@ -43,7 +44,7 @@ func TestRunAJobNow(t *testing.T) {
 	status, body = b.post(t, "/admin/jobs/outbox-purge/run", url.Values{})
 	require.Equal(t, http.StatusForbidden, status)
 	require.Contains(t, body, "nothing was done")
-	runs, err := reconcile.NewRuns(b.db).Last(ctx, 5, "outbox-purge")
+	runs, err := store.NewJobRuns(b.db).Last(ctx, 5, "outbox-purge")
 	require.NoError(t, err)
 	require.Empty(t, runs["outbox-purge"], "a refused run does not run")
 
@@ -53,12 +54,12 @@ func TestRunAJobNow(t *testing.T) {
 	require.Contains(t, html.UnescapeString(body), "outbox-purge ran in")
 	require.Contains(t, html.UnescapeString(body), "deleted rows published before 168h0m0s ago")
 	require.Contains(t, b.logs.String(), `msg="console: run job" operator=alice job=outbox-purge`)
-	runs, err = reconcile.NewRuns(b.db).Last(ctx, 5, "outbox-purge")
+	runs, err = store.NewJobRuns(b.db).Last(ctx, 5, "outbox-purge")
 	require.NoError(t, err)
 	require.Len(t, runs["outbox-purge"], 1)
 	run := runs["outbox-purge"][0]
 	require.Equal(t, "console (alice)", run.StartedBy)
-	require.Equal(t, reconcile.OutcomeOK, run.Outcome)
+	require.Equal(t, store.JobOK, run.Outcome)
 
 	// The leader, and a run it made, are named; a job whose lock is held
 	// elsewhere is not started again.
@@ -66,7 +67,7 @@ func TestRunAJobNow(t *testing.T) {
 	held, err := l.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, held)
-	leaderRunner := reconcile.Runner{Redis: b.redis, Runs: reconcile.NewRuns(b.db), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: "reconcile@host pid 9, lease " + l.Owner()}
+	leaderRunner := reconcile.Runner{Redis: b.redis, Runs: store.NewJobRuns(b.db), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: "reconcile@host pid 9, lease " + l.Owner()}
 	_, err = leaderRunner.Run(ctx, reconcile.NewOutboxPurge(b.db, reconcile.OutboxPurgeConfig{}, nil, leaderRunner.Log), reconcile.StartedBySchedule)
 	require.NoError(t, err)
 	_, body = b.get(t, "/admin/jobs")
@@ -83,7 +84,7 @@ func TestRunAJobNow(t *testing.T) {
 	status, body = b.post(t, "/admin/jobs/outbox-purge/run", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "running elsewhere right now")
-	runs, err = reconcile.NewRuns(b.db).Last(ctx, 5, "outbox-purge")
+	runs, err = store.NewJobRuns(b.db).Last(ctx, 5, "outbox-purge")
 	require.NoError(t, err)
 	require.Len(t, runs["outbox-purge"], 2, "the busy try is not a run")
 

@@ -32,7 +32,7 @@ type moneyData struct {
 	Ledger   []store.LedgerEntry
 	Dead     []reconcile.DeadDeduction // stored dead billing messages naming the user, not replayed
 	Holds    bool                      // one of Dead may still apply: balance-sync defers the user's drift
-	Syncs    []reconcile.Run
+	Syncs    []store.JobRun
 }
 
 // pendingRow is one pending deduction with its age.
@@ -47,7 +47,7 @@ const ledgerRows = 20
 func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error) {
 	ctx := r.Context()
 	d := moneyData{User: strings.TrimSpace(r.URL.Query().Get("user"))}
-	runs, err := reconcile.NewRuns(c.deps.DB).Last(ctx, 5, balanceSync)
+	runs, err := store.NewJobRuns(c.deps.DB).Last(ctx, 5, balanceSync)
 	if err != nil {
 		return rendered{}, err
 	}

@@ -101,7 +101,7 @@ func TestMoneyShowsWhatHoldsBalanceSyncBack(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := gate.DeductionsInFlight(ctx); return err == nil }, 30*time.Second, 250*time.Millisecond, "the broker counts the queues")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	job := reconcile.NewBalanceSync(b.db, b.redis, reconcile.BalanceSyncConfig{Quiet: -1, ConfirmDelay: -1}, gate, nil, quiet)
-	runner := reconcile.Runner{Redis: b.redis, Runs: reconcile.NewRuns(b.db), Log: quiet, Owner: "console-test"}
+	runner := reconcile.Runner{Redis: b.redis, Runs: store.NewJobRuns(b.db), Log: quiet, Owner: "console-test"}
 	_, err = runner.Run(ctx, job, "console (alice)")
 	require.NoError(t, err)
 

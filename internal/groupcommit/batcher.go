@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eisland/isle/internal/testsignal"
@@ -33,6 +34,8 @@ type Batcher[Q, R any] struct {
 	max     int
 	in      chan []call[Q, R] // one caller's calls: one for Do, all of them for DoAll
 	carry   []call[Q, R]      // calls taken from in that the last batch had no room for; loop only
+	batch   []call[Q, R]      // the batch being filled and flushed, its array reused; loop only
+	qs      []Q               // the items flush is given, its array reused; loop only
 	stop    chan struct{}
 	exited  chan struct{}
 	once    sync.Once
@@ -45,8 +48,28 @@ const batchTimeout = time.Minute
 
 type call[Q, R any] struct {
 	q    Q
-	out  chan result[R]
+	w    *waiter[R]
 	span trace.SpanContext // the caller's, which the flush's span links to
+}
+
+// waiter is where a call's result comes, and whether its flush began or its
+// caller gave up, whichever came first.
+type waiter[R any] struct {
+	out   chan result[R]
+	state atomic.Int32 // callQueued, callTaken or callAbandoned
+}
+
+// States of a call: queued until a flush takes it or its caller gives up
+// (its context ended); a call given up is never flushed, and one taken is
+// answered by its flush, which its caller waits for.
+const (
+	callQueued int32 = iota
+	callTaken
+	callAbandoned
+)
+
+func newCall[Q, R any](q Q, span trace.SpanContext) call[Q, R] {
+	return call[Q, R]{q: q, w: &waiter[R]{out: make(chan result[R], 1)}, span: span}
 }
 
 type result[R any] struct {
@@ -55,7 +78,9 @@ type result[R any] struct {
 }
 
 // New starts a batcher of at most max items per flush. flush must
-// return one R per Q, in order, or an error for all of them. Each flush
+// return one R per Q, in order, or an error for all of them, and keep no
+// reference to qs once it returned: the batcher fills the same array for
+// the next flush rather than allocate one per flush. Each flush
 // runs in a span called name, linked to the span of every call it
 // carries: a batch serves many traces, and belongs to none of them.
 func New[Q, R any](name string, max int, flush func(ctx context.Context, qs []Q) ([]R, error)) *Batcher[Q, R] {
@@ -64,9 +89,12 @@ func New[Q, R any](name string, max int, flush func(ctx context.Context, qs []Q)
 	return b
 }
 
-// Do queues q and waits for its batch's result, or ctx.
+// Do queues q and waits for its batch's result. When ctx ends before a
+// flush took q, q is dropped and ctx's error returned: an error from Do
+// means q was not committed, or its flush failed. Once a flush has q, Do
+// waits for it (bounded by the flush's own timeout), whatever ctx does.
 func (b *Batcher[Q, R]) Do(ctx context.Context, q Q) (R, error) {
-	c := call[Q, R]{q: q, out: make(chan result[R], 1), span: trace.SpanContextFromContext(ctx)}
+	c := newCall[Q, R](q, trace.SpanContextFromContext(ctx))
 	if err := b.enqueue(ctx, []call[Q, R]{c}); err != nil {
 		var zero R
 		return zero, err
@@ -84,7 +112,7 @@ func (b *Batcher[Q, R]) DoAll(ctx context.Context, qs []Q) ([]R, []error) {
 	calls := make([]call[Q, R], len(qs))
 	span := trace.SpanContextFromContext(ctx)
 	for i, q := range qs {
-		calls[i] = call[Q, R]{q: q, out: make(chan result[R], 1), span: span}
+		calls[i] = newCall[Q, R](q, span)
 	}
 	if err := b.enqueue(ctx, calls); err != nil {
 		for i := range errs {
@@ -114,19 +142,29 @@ func (b *Batcher[Q, R]) enqueue(ctx context.Context, cs []call[Q, R]) error {
 	}
 }
 
+// wait returns c's result. If ctx ends first, c is given up unless a flush
+// took it already: then the flush's result is waited for, so that an error
+// returned always means the call was not committed (or its flush failed).
 func (b *Batcher[Q, R]) wait(ctx context.Context, c call[Q, R]) result[R] {
 	select {
-	case res := <-c.out:
+	case res := <-c.w.out:
 		return res
 	case <-b.exited:
-		select {
-		case res := <-c.out:
-			return res
-		default:
-			return result[R]{err: ErrBatcherClosed}
-		}
 	case <-ctx.Done():
-		return result[R]{err: ctx.Err()}
+		if c.w.state.CompareAndSwap(callQueued, callAbandoned) {
+			return result[R]{err: ctx.Err()}
+		}
+		select {
+		case res := <-c.w.out:
+			return res
+		case <-b.exited:
+		}
+	}
+	select {
+	case res := <-c.w.out:
+		return res
+	default:
+		return result[R]{err: ErrBatcherClosed}
 	}
 }
 
@@ -148,8 +186,27 @@ func (b *Batcher[Q, R]) loop() {
 				return
 			}
 		}
-		b.run(b.fill())
+		b.flushBatch(b.fill())
 	}
+}
+
+// flushBatch runs batch, then lets go of what it refers to (its callers'
+// items and waiters) while the array waits for the next batch.
+func (b *Batcher[Q, R]) flushBatch(batch []call[Q, R]) {
+	b.run(b.take(batch))
+	clear(batch)
+}
+
+// take keeps the calls of batch whose callers still wait, marking them taken
+// so that their callers wait for the flush; the others are dropped.
+func (b *Batcher[Q, R]) take(batch []call[Q, R]) []call[Q, R] {
+	kept := batch[:0]
+	for _, c := range batch {
+		if c.w.state.CompareAndSwap(callQueued, callTaken) {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 // drain runs what was queued before Close.
@@ -159,7 +216,7 @@ func (b *Batcher[Q, R]) drain() {
 		if len(batch) == 0 {
 			return
 		}
-		b.run(batch)
+		b.flushBatch(batch)
 	}
 }
 
@@ -167,7 +224,10 @@ func (b *Batcher[Q, R]) drain() {
 // queued, up to max, without waiting for more (a batch goes as soon as the
 // queue is empty). What does not fit is carried to the next batch.
 func (b *Batcher[Q, R]) fill() []call[Q, R] {
-	batch := make([]call[Q, R], 0, b.max)
+	if b.batch == nil {
+		b.batch = make([]call[Q, R], 0, b.max)
+	}
+	batch := b.batch[:0]
 	for {
 		if len(b.carry) == 0 {
 			select {
@@ -187,13 +247,18 @@ func (b *Batcher[Q, R]) fill() []call[Q, R] {
 }
 
 func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
+	if len(batch) == 0 {
+		return
+	}
 	if b.Observe != nil {
 		b.Observe(len(batch))
 	}
-	qs := make([]Q, len(batch))
-	for i, c := range batch {
-		qs[i] = c.q
+	qs := b.qs[:0]
+	for _, c := range batch {
+		qs = append(qs, c.q)
 	}
+	b.qs = qs
+	defer clear(qs)
 	// The callers' contexts may end while the batch commits; the commit
 	// itself runs to its end so that its outcome is known.
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
@@ -214,10 +279,10 @@ func (b *Batcher[Q, R]) run(batch []call[Q, R]) {
 	}
 	for i, c := range batch {
 		if err != nil {
-			c.out <- result[R]{err: err}
+			c.w.out <- result[R]{err: err}
 			continue
 		}
-		c.out <- result[R]{r: rs[i]}
+		c.w.out <- result[R]{r: rs[i]}
 	}
 }
 

@@ -108,3 +108,54 @@ func TestDoAllFillsFlushesAndAnswersEachItem(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 	}
 }
+
+// A call whose caller gave up (its context ended) before its flush began is
+// never flushed: the caller was told it failed, so it must not commit. A
+// call already in a flush when its context ends waits for the flush: the
+// answer is what the commit did, not a guess.
+func TestAGivenUpCallIsNeverFlushedAndAFlushingOneIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var flushed []string
+	entered, open := make(chan string, 8), make(chan struct{})
+	b := groupcommit.New("test", 8, func(ctx context.Context, qs []string) ([]string, error) {
+		mu.Lock()
+		flushed = append(flushed, qs...)
+		mu.Unlock()
+		entered <- qs[0]
+		<-open
+		return qs, nil
+	})
+	defer b.Close()
+	queued := b.Queued()
+	queued.Init()
+
+	inFlush, cancelInFlush := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.Do(inFlush, "committing")
+		first <- err
+	}()
+	require.Equal(t, "committing", <-entered)
+	queued.Wait(t)
+
+	givenUp, cancelGivenUp := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, err := b.Do(givenUp, "given-up")
+		second <- err
+	}()
+	queued.Wait(t) // "given-up" waits behind the flush in progress
+	cancelGivenUp()
+	require.ErrorIs(t, <-second, context.Canceled)
+	cancelInFlush()
+	close(open)
+	require.NoError(t, <-first, "the call was in the flush: its answer is the flush's")
+
+	r, err := b.Do(context.Background(), "after")
+	require.NoError(t, err)
+	require.Equal(t, "after", r)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"committing", "after"}, flushed, "the given-up call never reached a flush")
+}

@@ -20,6 +20,17 @@ const (
 	adminMaxBody = 256 << 10
 )
 
+// consolePage is a page of the console: a GET for the admin role.
+func (s *Server) consolePage(path string) Route {
+	return Route{Method: http.MethodGet, Path: path, Roles: []Role{RoleAdmin}, Cookie: AdminCookie, Handle: s.admin}
+}
+
+// consoleAction is an action of the console: a POST form for the admin
+// role.
+func (s *Server) consoleAction(path string) Route {
+	return Route{Method: http.MethodPost, Path: path, Roles: []Role{RoleAdmin}, Cookie: AdminCookie, MaxBody: adminMaxBody, Handle: s.admin}
+}
+
 // admin serves the console the API was built with.
 func (s *Server) admin(w http.ResponseWriter, r *http.Request) error {
 	if s.deps.Admin == nil {

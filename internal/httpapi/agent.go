@@ -14,13 +14,13 @@ import (
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"
-	"gorm.io/gorm"
 )
 
 // Billing is what the agent endpoints need of internal/billing's Service:
 // pricing and charging a model call, and reading a user's balance.
 type Billing interface {
 	Charge(ctx context.Context, r billing.Request) (billing.Charge, error)
+	ChargeAll(ctx context.Context, rs []billing.Request) []billing.Result
 	Balance(ctx context.Context, username string) (decimal.Decimal, error)
 	Pending(ctx context.Context, username string) (decimal.Decimal, error)
 }
@@ -86,8 +86,47 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	ch, err := s.deps.Billing.Charge(r.Context(), billing.Request{ID: req.RequestID, Username: req.Username, Model: req.ModelName,
-		Tokens: billing.Tokens{Input: req.InputTokens, Cached: req.CachedTokens, Output: req.OutputTokens, Reasoning: req.ReasoningTokens}})
+	ch, err := s.deps.Billing.Charge(r.Context(), req.charge())
+	if err != nil {
+		return chargeRefusal(req, ch, err)
+	}
+	usage := usageMessage(req, ch)
+	ledger := LedgerQueued
+	if !ch.Deducted.IsPositive() {
+		// Nothing was charged: a failure is the client's to retry.
+		if err := s.Publish(r, usage, messaging.Options{MessageID: req.usageMessageID()}); err != nil {
+			return err
+		}
+	} else if err := s.publishCharge(r, req, ch, usage); err != nil {
+		// The charge stands: the hot balance took it, and the answer says
+		// so rather than claim a failure it did not have. Its messages go to
+		// the outbox in MySQL, which the relay publishes when the broker is
+		// back: Redis's pending record alone (which balance-sync applies
+		// once it is older than BALANCE_SYNC_PENDING_AGE) would be lost with
+		// Redis's data. When MySQL cannot take them either, that record is
+		// all there is.
+		ledger = LedgerDeferred
+		s.deferCharges(r, []deferred{{req, ch, usage}}, err)
+	}
+	return JSON(w, http.StatusOK, answerCharge(req, ch, ledger))
+}
+
+// charge is the billing request of req.
+func (req usageRequest) charge() billing.Request {
+	return billing.Request{ID: req.RequestID, Username: req.Username, Model: req.ModelName,
+		Tokens: billing.Tokens{Input: req.InputTokens, Cached: req.CachedTokens, Output: req.OutputTokens, Reasoning: req.ReasoningTokens}}
+}
+
+// The message ids of a charge's usage and deduction: each keyed by the
+// request, so a replay's messages are the first's.
+func (req usageRequest) usageMessageID() string { return "usage:" + req.Username + ":" + req.RequestID }
+func (req usageRequest) deductMessageID() string {
+	return "deduct:" + req.Username + ":" + req.RequestID
+}
+
+// chargeRefusal is the answer to req when billing refused its charge with
+// err (ch: what it knew of the charge).
+func chargeRefusal(req usageRequest, ch billing.Charge, err error) error {
 	switch {
 	case errors.Is(err, billing.ErrNoBalance):
 		return &Error{Status: http.StatusPaymentRequired, Code: CodePaymentRequired, Message: "the agent balance is zero",
@@ -107,38 +146,24 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: time.Second,
 			Message: "Redis stopped answering while the charge ran, so it may have been taken: send the same requestId again to learn what was; it never charges twice",
 			Details: map[string]any{"reason": ReasonOutcomeUnknown, "requestId": req.RequestID}}
-	case err != nil:
+	default:
 		return Unavailable("charge", err)
 	}
-	usage := topology.AgentUsageStats{
-		RequestID: req.Username + ":" + req.RequestID, ModelName: req.ModelName, InputTokens: int32(req.InputTokens),
+}
+
+// usageMessage is the usage message of req's charge ch.
+func usageMessage(req usageRequest, ch billing.Charge) topology.AgentUsageStats {
+	return topology.AgentUsageStats{
+		RequestID: store.UsageRequestID(req.Username, req.RequestID), ModelName: req.ModelName, InputTokens: int32(req.InputTokens),
 		CachedTokens: int32(req.CachedTokens), OutputTokens: int32(req.OutputTokens), ReasoningTokens: int32(req.ReasoningTokens),
 		CostMicroFen: ch.CostMicroFen,
 	}
-	ledger := LedgerQueued
-	if !ch.Deducted.IsPositive() {
-		// Nothing was charged: a failure is the client's to retry.
-		if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
-			return err
-		}
-	} else if err := s.publishCharge(r, req, ch, usage); err != nil {
-		// The charge stands: the hot balance took it, and the answer says
-		// so rather than claim a failure it did not have. Its messages go to
-		// the outbox in MySQL, which the relay publishes when the broker is
-		// back: Redis's pending record alone (which balance-sync applies
-		// once it is older than BALANCE_SYNC_PENDING_AGE) would be lost with
-		// Redis's data. When MySQL cannot take them either, that record is
-		// all there is.
-		ledger = LedgerDeferred
-		if oerr := s.outboxCharge(r, req, ch, usage); oerr != nil {
-			s.deps.Log.ErrorContext(r.Context(), "charge recorded in Redis only: its messages could not be published nor written to the outbox; balance-sync will apply it",
-				"user", req.Username, "deduction", req.RequestID, "err", err, "outbox_err", oerr)
-		} else {
-			s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and wait in the outbox for the relay",
-				"user", req.Username, "deduction", req.RequestID, "err", err)
-		}
-	}
-	return JSON(w, http.StatusOK, chargeAnswer{
+}
+
+// answerCharge is the answer to req's charge ch, whose deduction is on its
+// way to the ledger as ledger says.
+func answerCharge(req usageRequest, ch billing.Charge, ledger string) chargeAnswer {
+	return chargeAnswer{
 		RequestID:    req.RequestID,
 		CostFen:      ch.Cost.StringFixed(store.MoneyScale),
 		CostMicroFen: ch.CostMicroFen,
@@ -146,7 +171,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 		BalanceFen:   ch.Balance.StringFixed(store.MoneyScale),
 		Replayed:     ch.Replayed,
 		Ledger:       ledger,
-	})
+	}
 }
 
 // Where a charge's deduction is on its way to the ledger.
@@ -155,14 +180,16 @@ const (
 	LedgerDeferred = "deferred" // the broker could not take them; balance-sync writes it
 )
 
-// publishCharge publishes a charge's usage, then its deduction. The usage
-// goes first: once the deduction is applied its pending record is gone,
-// and with it the copy of the usage balance-sync would count.
+// publishCharge publishes a charge's usage and its deduction, both before
+// either confirm is awaited, and fails unless both are confirmed: then the
+// caller writes both to the outbox (deferCharges), so a usage whose publish
+// failed is not left to the pending record, which applying the deduction
+// removes.
 func (s *Server) publishCharge(r *http.Request, req usageRequest, ch billing.Charge, usage topology.AgentUsageStats) error {
-	if err := s.Publish(r, usage, messaging.Options{MessageID: "usage:" + req.Username + ":" + req.RequestID}); err != nil {
-		return err
-	}
-	return s.Publish(r, deductMessage(req, ch), messaging.Options{MessageID: "deduct:" + req.Username + ":" + req.RequestID})
+	return errors.Join(s.publishAll(r, []messaging.Publication{
+		{Msg: usage, Options: messaging.Options{MessageID: req.usageMessageID()}},
+		{Msg: deductMessage(req, ch), Options: messaging.Options{MessageID: req.deductMessageID()}},
+	})...)
 }
 
 func deductMessage(req usageRequest, ch billing.Charge) topology.AgentBillingDeduct {
@@ -173,26 +200,49 @@ func deductMessage(req usageRequest, ch billing.Charge) topology.AgentBillingDed
 	}
 }
 
-// outboxCharge writes a charge's usage and deduction to the outbox in one
-// transaction, usage first, for the relay to publish. Each is keyed by the
-// request, so writing them again adds nothing; their consumers apply each
-// once whichever way it comes (by request id, and by deduction id in the
-// ledger), also when a publish that seemed to fail had arrived.
-func (s *Server) outboxCharge(r *http.Request, req usageRequest, ch billing.Charge, usage topology.AgentUsageStats) error {
+// deferred is a charge whose messages the broker did not take.
+type deferred struct {
+	req   usageRequest
+	ch    billing.Charge
+	usage topology.AgentUsageStats
+}
+
+// deferCharges writes the usage and deduction messages of charges the
+// broker did not take (err) to the outbox, in one transaction, for the relay
+// to publish; when MySQL cannot take them either, each charge's pending
+// record in Redis is all there is, which balance-sync applies.
+func (s *Server) deferCharges(r *http.Request, ds []deferred, err error) {
+	oerr := s.outboxCharges(r, ds)
+	for _, d := range ds {
+		if oerr != nil {
+			s.deps.Log.ErrorContext(r.Context(), "charge recorded in Redis only: its messages could not be published nor written to the outbox; balance-sync will apply it",
+				"user", d.req.Username, "deduction", d.req.RequestID, "err", err, "outbox_err", oerr)
+		} else {
+			s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and wait in the outbox for the relay",
+				"user", d.req.Username, "deduction", d.req.RequestID, "err", err)
+		}
+	}
+}
+
+// outboxCharges writes each charge's usage and deduction to the outbox in
+// one transaction, usage first, for the relay to publish. Each is keyed by
+// the request, so writing them again adds nothing; their consumers apply
+// each once whichever way it comes (by request id, and by deduction id in
+// the ledger), also when a publish that seemed to fail had arrived.
+func (s *Server) outboxCharges(r *http.Request, ds []deferred) error {
 	usageDom, ok1 := s.deps.Topology.Domain(topology.DomainAgentUsageStats)
 	deductDom, ok2 := s.deps.Topology.Domain(topology.DomainAgentBilling)
 	if !ok1 || !ok2 {
 		return errors.New("the topology has no agent billing domains")
 	}
 	trace := correlation.RequestID(r.Context())
-	key := req.Username + ":" + req.RequestID
-	return s.deps.DB.WithContext(r.Context()).Transaction(func(tx *gorm.DB) error {
-		if _, err := store.EnqueueMessage(tx, usageDom, usage, "usage:"+key, trace, 0); err != nil {
-			return err
-		}
-		_, err := store.EnqueueMessage(tx, deductDom, deductMessage(req, ch), "deduct:"+key, trace, 0)
-		return err
-	})
+	entries := make([]store.OutboxEntry, 0, 2*len(ds))
+	for _, d := range ds {
+		entries = append(entries,
+			store.OutboxEntry{Domain: usageDom, Msg: d.usage, Key: d.req.usageMessageID(), TraceID: trace},
+			store.OutboxEntry{Domain: deductDom, Msg: deductMessage(d.req, d.ch), Key: d.req.deductMessageID(), TraceID: trace})
+	}
+	return store.Enqueue(r.Context(), s.deps.DB, entries)
 }
 
 type chargeAnswer struct {

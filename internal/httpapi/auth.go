@@ -155,12 +155,11 @@ const banCheckTimeout = 250 * time.Millisecond
 // back from an older snapshot, until banWatch rebuilds it), MySQL answers.
 func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) {
 	ctx := r.Context()
-	h := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+	token, ok := bearer(r)
+	if !ok {
 		return Principal{}, Errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token")
 	}
-	p, err := s.auth.check(strings.TrimSpace(token))
+	p, err := s.checkToken(ctx, token)
 	if err != nil {
 		return Principal{}, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%v", err)
 	}

@@ -136,3 +136,31 @@ func peerHost(remoteAddr string) string {
 func (s *Server) clientIP(r *http.Request) string {
 	return s.cfg.Proxies.ClientIP(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 }
+
+// IPv6LimitBits is the length of the IPv6 prefix a per-address limit
+// counts as one client: a /64 is the least a network gives one host (or
+// one home), and the host picks addresses in it at will (SLAAC, privacy
+// addresses), so counting its addresses one by one would let it through
+// any limit.
+const IPv6LimitBits = 64
+
+// LimitAddress is what the per-address limits count a client at address
+// client (ClientIP's answer) under (doc/edge.md): an IPv4 address as it
+// is, an IPv4-mapped IPv6 address as its IPv4 address, and any other IPv6
+// address as its /64, written as a prefix ("2001:db8:1:2::/64"). What is
+// no address (a Unix socket's peer) is kept as it is. Logs and the replay
+// keys keep the whole address.
+func LimitAddress(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil {
+		return client
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, IPv6LimitBits).Masked().String()
+}
+
+// limitAddress is the caller's address as the per-address limits count it.
+func (s *Server) limitAddress(r *http.Request) string { return LimitAddress(s.clientIP(r)) }

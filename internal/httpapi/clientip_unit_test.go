@@ -65,3 +65,22 @@ func TestFromProxy(t *testing.T) {
 	require.False(t, httpapi.Proxies{}.FromProxy("127.0.0.1:1"))
 	require.True(t, httpapi.Proxies{Hops: 1}.FromProxy("198.51.100.1:1"))
 }
+
+// The per-address limits count an IPv4 client by its address and an IPv6
+// one by its /64; an IPv4-mapped address is the IPv4 client.
+func TestLimitAddress(t *testing.T) {
+	t.Parallel()
+	for client, want := range map[string]string{
+		"198.51.100.7":                            "198.51.100.7",
+		"::ffff:198.51.100.7":                     "198.51.100.7",
+		"2001:db8:1:2::1":                         "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff:ffff:ffff:ffff":        "2001:db8:1:2::/64",
+		"2001:0db8:0001:0002:abcd:0000:0000:0009": "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":                         "2001:db8:1:3::/64",
+		"fe80::1%eth0":                            "fe80::/64",
+		"::1":                                     "::/64",
+		"@unix":                                   "@unix",
+	} {
+		require.Equal(t, want, httpapi.LimitAddress(client), client)
+	}
+}

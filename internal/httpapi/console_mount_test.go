@@ -63,19 +63,19 @@ func TestConsoleIsServedToAdminsOnly(t *testing.T) {
 	h, b := consoleServer(t, echoPrincipal)
 	admin, user := b.token(t, "root", httpapi.RoleAdmin), b.token(t, "alice", httpapi.RoleUser)
 
-	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		resp, body := send(t, method, h.URL+"/admin/dead", "")
+	for method, path := range map[string]string{http.MethodGet: "/admin/dead", http.MethodPost: "/admin/dead/replay"} {
+		resp, body := send(t, method, h.URL+path, "")
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, method)
 		require.Contains(t, body, `"code":"unauthorized"`)
-		resp, body = send(t, method, h.URL+"/admin/dead", "", "Authorization", "Bearer "+user)
+		resp, body = send(t, method, h.URL+path, "", "Authorization", "Bearer "+user)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, method)
 		require.Contains(t, body, "role user may not call this endpoint")
-		resp, body = send(t, method, h.URL+"/admin/dead", "", "Cookie", httpapi.AdminCookie+"="+user)
+		resp, body = send(t, method, h.URL+path, "", "Cookie", httpapi.AdminCookie+"="+user)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, method)
 		require.Contains(t, body, "role user may not call this endpoint")
-		resp, body = send(t, method, h.URL+"/admin/dead", "", "Authorization", "Bearer "+admin)
+		resp, body = send(t, method, h.URL+path, "", "Authorization", "Bearer "+admin)
 		require.Equal(t, http.StatusOK, resp.StatusCode, method)
-		require.Equal(t, method+" /admin/dead as root", body)
+		require.Equal(t, method+" "+path+" as root", body)
 	}
 	resp, body := send(t, http.MethodGet, h.URL+"/admin/jobs?x=1", "", "Accept", "text/html,application/xhtml+xml")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)

@@ -44,14 +44,15 @@ func (s *Server) readEmailCode(r *http.Request) (emailCodeRequest, error) {
 // sendEmailCode issues a code for the address and scene and publishes its
 // dispatch message; the worker mails it. Answered 202 once the broker has
 // the message. Limits: 60 s between codes per scene and address, 3 an hour
-// per client IP, 3 an hour and 30 a day per address (429 with Retry-After).
+// per client (its IP, an IPv6 one's /64: LimitAddress), 3 an hour and 30 a
+// day per address (429 with Retry-After).
 func (s *Server) sendEmailCode(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.readEmailCode(r)
 	if err != nil {
 		return err
 	}
 	codes := store.NewEmailCodes(s.deps.Redis, s.cfg.CodePepper)
-	code, err := codes.Issue(r.Context(), req.Scene, req.Email, s.clientIP(r))
+	code, err := codes.Issue(r.Context(), req.Scene, req.Email, s.limitAddress(r))
 	var lim *store.ErrCodeLimited
 	switch {
 	case errors.As(err, &lim):

@@ -68,21 +68,7 @@ type errorBody struct {
 // Errors that are not an *Error become 413, 503 or 500; a 500 says nothing
 // of its cause (the log does).
 func writeError(w http.ResponseWriter, err error) (status int) {
-	var e *Error
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &e):
-	case errors.As(err, &tooLarge):
-		e = Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body larger than %d bytes", tooLarge.Limit)
-	case errors.Is(err, ErrUnavailable):
-		e = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "temporarily unavailable, retry later", RetryAfter: time.Second}
-	default:
-		e = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
-	}
-	obj := map[string]any{"code": e.Code, "message": e.Message}
-	for k, v := range e.Details {
-		obj[k] = v
-	}
+	e := asError(err)
 	if e.RetryAfter > 0 {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
@@ -90,8 +76,34 @@ func writeError(w http.ResponseWriter, err error) (status int) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
-	writeJSON(w, e.Status, errorBody{Error: obj})
+	writeJSON(w, e.Status, errorBody{Error: e.object()})
 	return e.Status
+}
+
+// asError is err as the error model answers it: an *Error as it is, and
+// any other as 413, 503 or 500.
+func asError(err error) *Error {
+	var e *Error
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &tooLarge):
+		return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body larger than %d bytes", tooLarge.Limit)
+	case errors.Is(err, ErrUnavailable):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "temporarily unavailable, retry later", RetryAfter: time.Second}
+	default:
+		return Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
+	}
+}
+
+// object is e's error object: its code, message and details.
+func (e *Error) object() map[string]any {
+	obj := map[string]any{"code": e.Code, "message": e.Message}
+	for k, v := range e.Details {
+		obj[k] = v
+	}
+	return obj
 }
 
 // writeJSON answers with v as JSON.

@@ -82,13 +82,12 @@ func TestGameSessionStarts(t *testing.T) {
 }
 
 // An accepted score is published once, as the other publishers do it; the
-// same submit id again is a 409 carrying the first acceptance to its owner
-// only, and publishes nothing.
+// same submit id again is a 409 carrying the first acceptance, and
+// publishes nothing.
 func TestScoreAcceptedOnceAndPublished(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	alice, aliceID := b.player(t, "alice")
-	bob, _ := b.player(t, "bob")
 	sess := b.session(t, alice, "2048")
 
 	status, _, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("run-1", sess, 2048, 4_000, 150),
@@ -113,7 +112,7 @@ func TestScoreAcceptedOnceAndPublished(t *testing.T) {
 	require.Equal(t, d.TypeID, msg.Headers["__TypeId__"])
 	require.Equal(t, "req-score-1", msg.Headers["x-trace-id"])
 	require.Equal(t, "req-score-1", msg.CorrelationId)
-	require.Equal(t, "score:run-1", msg.MessageId)
+	require.Equal(t, fmt.Sprintf("score:%d:run-1", aliceID), msg.MessageId)
 	m, err := topology.Decode[topology.ScoreUpsert](msg.Body)
 	require.NoError(t, err)
 	require.Equal(t, topology.ScoreUpsert{SubmitID: "run-1", UserID: &aliceID, GameID: "2048", Score: 2048, DurationMs: 4_000, Moves: 150,
@@ -125,13 +124,51 @@ func TestScoreAcceptedOnceAndPublished(t *testing.T) {
 	require.Equal(t, "conflict", errorCode(t, again))
 	require.Equal(t, out, again["error"].(map[string]any)["accepted"], "the first acceptance, not the second body")
 
-	// Another user's submission with that id: 409, and alice's run stays hers.
-	bobSess := b.session(t, bob, "2048")
-	status, _, other := b.do(t, http.MethodPost, "/v1/games/2048/scores", bob, scoreBody("run-1", bobSess, 10, 1000, 5))
-	require.Equal(t, http.StatusConflict, status, "%v", other)
-	require.NotContains(t, other["error"], "accepted")
-	require.NotContains(t, fmt.Sprint(other), "1.4.0")
 	require.Zero(t, b.scored(t), "no second message")
+}
+
+// A submit id is its user's own: another user who sends the same id (by
+// chance, or ahead of its owner to have the owner's run refused) has a run
+// of their own accepted, and neither run stands in the other's way. Each
+// user's id is still accepted once.
+func TestSubmitIDsAreTheirUsersOwn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	alice, aliceID := b.player(t, "alice")
+	bob, bobID := b.player(t, "bob")
+
+	// bob claims the id alice's client will send next.
+	status, _, bobs := b.do(t, http.MethodPost, "/v1/games/2048/scores", bob, scoreBody("run-1", b.session(t, bob, "2048"), 10, 1000, 5))
+	require.Equal(t, http.StatusAccepted, status, "%v", bobs)
+	status, _, alices := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("run-1", b.session(t, alice, "2048"), 2048, 4_000, 150))
+	require.Equal(t, http.StatusAccepted, status, "alice's run is hers to submit: %v", alices)
+	require.InDelta(t, aliceID, alices["userId"], 0)
+
+	d, _ := b.tp.Domain(topology.DomainMiniGameScore)
+	conn, _ := b.conn(t)
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	for _, want := range []int64{bobID, aliceID} {
+		msg, ok, err := ch.Get(d.Queue, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		m, err := topology.Decode[topology.ScoreUpsert](msg.Body)
+		require.NoError(t, err)
+		require.Equal(t, "run-1", m.SubmitID)
+		require.Equal(t, want, *m.UserID)
+		require.Equal(t, fmt.Sprintf("score:%d:run-1", want), msg.MessageId, "one message id a run")
+	}
+
+	// Each id still takes one run of its user, and answers with that one.
+	status, _, again := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("run-1", b.session(t, alice, "2048"), 4096, 4_500, 160))
+	require.Equal(t, http.StatusConflict, status, "%v", again)
+	require.Equal(t, alices, again["error"].(map[string]any)["accepted"])
+	status, _, again = b.do(t, http.MethodPost, "/v1/games/2048/scores", bob, scoreBody("run-1", b.session(t, bob, "2048"), 20, 1000, 5))
+	require.Equal(t, http.StatusConflict, status, "%v", again)
+	require.Equal(t, bobs, again["error"].(map[string]any)["accepted"])
+	require.NotContains(t, fmt.Sprint(again), "4000", "nothing of alice's run")
+	require.Zero(t, b.scored(t), "no more messages")
 }
 
 // Every bad submission is a 400 that says why, and publishes nothing.
@@ -239,14 +276,14 @@ func TestScoreUnpublishedIsRetryable(t *testing.T) {
 	t.Parallel()
 	proxy := storetest.NewProxy(t, "127.0.0.1:5672")
 	b := setup(t, options{amqpURL: strings.Replace(storetest.AMQPURL(), "127.0.0.1:5672", proxy.Addr(), 1)})
-	alice, _ := b.player(t, "alice")
+	alice, aliceID := b.player(t, "alice")
 	sess := b.session(t, alice, "2048")
 
 	proxy.Pause()
 	status, h, out := b.do(t, http.MethodPost, "/v1/games/2048/scores", alice, scoreBody("r1", sess, 10, 1000, 10))
 	require.Equal(t, http.StatusServiceUnavailable, status, "%v", out)
 	require.NotEmpty(t, h.Get("Retry-After"))
-	n, err := b.redis.Client(keys.DBMiniGame).Exists(t.Context(), b.redis.Keys().Key(keys.ScoreSubmitOnce, "r1")).Result()
+	n, err := b.redis.Client(keys.DBMiniGame).Exists(t.Context(), b.redis.Keys().Key(keys.ScoreClaim, strconv.FormatInt(aliceID, 10), "r1")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the submit id was released")
 	proxy.Resume()

@@ -45,16 +45,25 @@ func (s *Server) limit(r *http.Request, l Limit) error {
 	return err
 }
 
-// count applies l as limit does, and says whether the request was counted
-// against l (a limit that does not apply, or could not reach Redis,
-// counts nothing).
-func (s *Server) count(r *http.Request, l Limit) (counted bool, err error) {
-	allowed, retry, counted := s.take(r, l)
+// counted is a request's count against a limit: where it was counted,
+// and for a FixedWindow limit the window it fell in, which is the only
+// one giveBack may return it to.
+type counted struct {
+	limit  Limit
+	key    string
+	window ratelimit.Window
+}
+
+// count applies l as limit does, and says what the request counted
+// against l: nil when nothing (a limit that does not apply, or could not
+// reach Redis).
+func (s *Server) count(r *http.Request, l Limit) (*counted, error) {
+	allowed, retry, c := s.take(r, l)
 	if allowed {
-		return counted, nil
+		return c, nil
 	}
 	s.metrics.limited.WithLabelValues(l.Name).Inc()
-	return counted, &Error{
+	return c, &Error{
 		Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(retry, time.Second),
 		Message: fmt.Sprintf("too many requests (%s: %d per %s)", l.Name, l.Max, l.Per),
 	}
@@ -69,31 +78,32 @@ func (s *Server) over(r *http.Request, l Limit) bool {
 }
 
 // take counts the request against l and says whether l allows it, and
-// when not, how long until it would. A limit that cannot reach Redis
-// allows it (fail-open, logged and counted).
-func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration, counted bool) {
+// when not, how long until it would, and what it counted (nil for
+// nothing). A limit that cannot reach Redis allows it (fail-open, logged
+// and counted). The windows run on the server's clock (Deps.Now).
+func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration, c *counted) {
 	p, _ := PrincipalFrom(r.Context())
 	values, ok := l.Key(r, p)
 	if !ok {
-		return true, 0, false
+		return true, 0, nil
 	}
 	key := s.deps.Redis.Keys().Key(l.Family, values...)
-	c := s.deps.Redis.Client(l.Family.DB)
+	client := s.deps.Redis.Client(l.Family.DB)
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
+	c = &counted{limit: l, key: key}
 	var err error
 	switch l.Kind {
 	case TokenBucket:
 		var res ratelimit.BucketResult
-		res, err = ratelimit.TakeToken(ctx, c, key, ratelimit.Bucket{Capacity: l.Max, Window: l.Per}, time.Time{})
+		res, err = ratelimit.TakeToken(ctx, client, key, ratelimit.Bucket{Capacity: l.Max, Window: l.Per}, time.Time{})
 		allowed, retry = res.Allowed, res.RetryAfter
 	case FixedWindow:
-		var w ratelimit.Window
-		w, err = ratelimit.IncrWindow(ctx, c, key, l.Per)
-		allowed, retry = w.Count <= int64(l.Max), w.ResetIn
+		c.window, err = ratelimit.IncrWindow(ctx, client, key, l.Per, s.now())
+		allowed, retry = c.window.Count <= int64(l.Max), c.window.ResetIn
 	case SlidingWindow:
 		var res ratelimit.Sliding
-		res, err = ratelimit.SlideWindow(ctx, c, key, l.Max, l.Per, s.now())
+		res, err = ratelimit.SlideWindow(ctx, client, key, l.Max, l.Per, s.now())
 		allowed, retry = res.Allowed, res.RetryAfter
 	default:
 		err = fmt.Errorf("unknown limit kind %d", l.Kind)
@@ -101,27 +111,27 @@ func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Durati
 	if err != nil {
 		s.metrics.limitFailOps.Inc()
 		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
-		return true, 0, false
+		return true, 0, nil
 	}
-	return allowed, retry, true
+	return allowed, retry, c
 }
 
 // giveBack returns what a refused request counted against limits that
-// count only accepted requests (Limit.OnlyAccepted). It runs after the
-// answer is decided, whether or not the client is still there; a failure
-// is logged (the count then stays until its window ends).
-func (s *Server) giveBack(r *http.Request, limits []Limit) {
-	if len(limits) == 0 {
+// count only accepted requests (Limit.OnlyAccepted), each to the window it
+// was counted in: a window that has ended by now takes nothing back, and
+// the window after it is not given what an earlier one counted. It runs
+// after the answer is decided, whether or not the client is still there;
+// a failure is logged (the count then stays until its window ends).
+func (s *Server) giveBack(r *http.Request, counts []*counted) {
+	if len(counts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), limitTimeout)
 	defer cancel()
-	p, _ := PrincipalFrom(r.Context())
-	for _, l := range limits {
-		values, _ := l.Key(r, p)
-		key := s.deps.Redis.Keys().Key(l.Family, values...)
-		if _, err := ratelimit.GiveBackWindow(ctx, s.deps.Redis.Client(l.Family.DB), key); err != nil {
-			s.deps.Log.WarnContext(ctx, "a refused request's count could not be given back", "limit", l.Name, "err", err)
+	for _, c := range counts {
+		client := s.deps.Redis.Client(c.limit.Family.DB)
+		if _, err := ratelimit.GiveBackWindow(ctx, client, c.key, c.window, s.now()); err != nil {
+			s.deps.Log.WarnContext(ctx, "a refused request's count could not be given back", "limit", c.limit.Name, "err", err)
 		}
 	}
 }

@@ -29,15 +29,15 @@ const (
 const objectKeyMax = 255
 
 // uploadLimits are the upload limits (doc/objects.md; keys in
-// doc/keys.md, database 7): 3 avatars an hour per client IP
-// and per account, 5 wallpapers an hour per user. They count the uploads
+// doc/keys.md, database 7): 3 avatars an hour per client IP (an IPv6
+// client's /64: LimitAddress) and per account, 5 wallpapers an hour per user. They count the uploads
 // the API takes: a refused one (400, 413, 415, 429, 503) is given back.
 func (s *Server) uploadLimits() []Limit {
 	kind := func(r *http.Request) string { return r.URL.Query().Get("kind") }
 	return []Limit{
 		{Name: "avatar-upload-ip", Kind: FixedWindow, Family: keys.AvatarUploadIP, Max: 3, Per: keys.AvatarUploadIP.TTL,
 			Key: func(r *http.Request, _ Principal) ([]string, bool) {
-				return []string{s.clientIP(r)}, kind(r) == store.KindAvatar
+				return []string{s.limitAddress(r)}, kind(r) == store.KindAvatar
 			}, OnlyAccepted: true},
 		{Name: "avatar-upload-account", Kind: FixedWindow, Family: keys.AvatarUploadUser, Max: 3, Per: keys.AvatarUploadUser.TTL,
 			Key: func(r *http.Request, p Principal) ([]string, bool) {

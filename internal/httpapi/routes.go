@@ -29,6 +29,8 @@ func (s *Server) routes() []Route {
 
 		// Agent billing (agent.go).
 		{Method: http.MethodPost, Path: "/v1/agent/usage", Roles: []Role{RoleService}, MaxBody: agentUsageMaxBody, Handle: s.agentUsage},
+		{Method: http.MethodPost, Path: "/v1/agent/usage/batch", Roles: []Role{RoleService}, MaxBody: usageBatchMaxBody(s.usageBatchMax()),
+			Handle: s.agentUsageBatch},
 		{Method: http.MethodGet, Path: "/v1/agent/balance", Roles: []Role{RoleUser}, Handle: s.agentBalance},
 
 		// Objects (objects.go).
@@ -58,10 +60,19 @@ func (s *Server) routes() []Route {
 
 		// The operator console (admin.go, internal/console): HTML pages and
 		// POST forms, the token from a bearer header or the login's cookie.
+		// Each page and action of console.Routes is a route of its own.
 		{Method: http.MethodGet, Path: "/admin/login", Handle: s.adminLoginForm},
 		{Method: http.MethodPost, Path: "/admin/login", MaxBody: 16 << 10, Handle: s.adminLogin},
 		{Method: http.MethodPost, Path: "/admin/logout", Handle: s.adminLogout},
-		{Method: http.MethodGet, Path: "/admin/*", Roles: []Role{RoleAdmin}, Cookie: AdminCookie, Handle: s.admin},
-		{Method: http.MethodPost, Path: "/admin/*", Roles: []Role{RoleAdmin}, Cookie: AdminCookie, MaxBody: adminMaxBody, Handle: s.admin},
+		s.consolePage("/admin/"),
+		s.consolePage("/admin/dead"),
+		s.consolePage("/admin/dead/{domain}/{id}"),
+		s.consoleAction("/admin/dead/replay"),
+		s.consolePage("/admin/money"),
+		s.consolePage("/admin/outbox"),
+		s.consoleAction("/admin/outbox/replay"),
+		s.consolePage("/admin/jobs"),
+		s.consoleAction("/admin/jobs/{name}/run"),
+		s.consolePage("/admin/static/console.css"),
 	}
 }

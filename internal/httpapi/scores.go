@@ -102,8 +102,10 @@ func (q scoreRequest) validate() (scoreRun, error) {
 	return run, nil
 }
 
-// scoreAcceptance is what a 202 answers, and what mg:score:idempotency
-// keeps for the submit id: a later submission of the id is told of it.
+// scoreAcceptance is what a 202 answers, and what mg:score:claim keeps
+// for the user's submit id: a later submission of the id is told of it.
+// score_claim.lua reads UserID and SubmitID of the ones an earlier API
+// kept in mg:score:idempotency (doc/games.md): keep their JSON names.
 type scoreAcceptance struct {
 	SubmitID      string `json:"submitId"`
 	GameID        string `json:"gameId"`
@@ -120,10 +122,10 @@ type scoreAcceptance struct {
 // submitScore takes a finished run (doc/games.md). In order: the game and the
 // fields (400, without I/O), the caller's account (404), the limit of
 // GAME_SCORE_SUBMIT_PER_MINUTE per user and game (429), the session and
-// the run's plausibility (400), then the claim of the submit id and the
-// session together (409 for a submit id used before, with the first
-// acceptance when it is the caller's; 409 session_used for a session an
-// accepted run used up, with that run), then the ScoreUpsertMessage,
+// the run's plausibility (400), then the claim of the caller's submit id
+// and the session together (409 for a submit id the caller used before,
+// with the first acceptance; 409 session_used for a session an accepted
+// run used up, with that run), then the ScoreUpsertMessage,
 // answered 202 once the broker confirmed it. A publish that fails releases
 // both claims, so the client's retry is accepted (503) and the session is
 // used by an accepted run only.
@@ -180,7 +182,7 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 	}
 	msg := topology.ScoreUpsert{SubmitID: run.SubmitID, UserID: &userID, GameID: gameID, Score: run.Score, DurationMs: run.DurationMs,
 		Moves: run.Moves, AchievedAt: acc.AchievedAt, ClientVersion: run.ClientVersion, TraceID: correlation.RequestID(r.Context())}
-	if err := s.Publish(r, msg, messaging.Options{MessageID: "score:" + run.SubmitID}); err != nil {
+	if err := s.Publish(r, msg, messaging.Options{MessageID: scoreMessageID(userID, run.SubmitID)}); err != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 		defer cancel()
 		if rerr := scores.ReleaseRun(ctx, sess, run.SubmitID, body); rerr != nil {
@@ -193,6 +195,12 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return JSON(w, http.StatusAccepted, acc)
+}
+
+// scoreMessageID is the message id of a run's ScoreUpsertMessage: one per
+// run, as a submit id is one per user.
+func scoreMessageID(userID int64, submitID string) string {
+	return "score:" + strconv.FormatInt(userID, 10) + ":" + submitID
 }
 
 // sessionUsed is the 409 of a run submitted on a session another run used
@@ -208,9 +216,9 @@ func sessionUsed(sessionID string, first []byte) error {
 	return e
 }
 
-// submittedBefore is the 409 of a submit id used before. It carries the
-// first acceptance when that was the caller's; another user's (or a record
-// this API did not write) is not shown.
+// submittedBefore is the 409 of a submit id the caller used before. It
+// carries the first acceptance; a record that is not the caller's
+// acceptance of this id (one this API did not write) is not shown.
 func submittedBefore(submitID string, userID int64, first []byte) error {
 	e := &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "submit id " + submitID + " was used before; send a new id for a new run",
 		Details: map[string]any{"submitId": submitID}}

@@ -45,6 +45,8 @@ type Config struct {
 	CodePepper []byte // the key of the email codes' HMAC; default one derived from JWTSecret
 
 	ScoreSubmitPerMinute int // score submissions per user and game in a minute (mg:score:submit:rate)
+
+	UsageBatchMax int // most usages a POST /v1/agent/usage/batch takes; 0 = UsageBatchMaxDefault
 }
 
 // Deps are the services the platform and its endpoints use. cmd/api builds
@@ -117,13 +119,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry), accounts: newAccountIDs()}
 	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
 	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
-	// A span per request, continuing the caller's traceparent (doc/tracing.md);
-	// then correlate: a panic's line carries the request id. The tracer is
-	// made once here, not looked up for every request; observe names the
-	// span after the route it finds.
+	// A span per request (doc/tracing.md): it continues the caller's
+	// traceparent when the caller is trusted with Isle's traces (edge), and
+	// otherwise starts a trace of its own linked to the caller's. Then
+	// correlate: a panic's line carries the request id. The tracer is made
+	// once here, not looked up for every request; observe names the span
+	// after the route it finds.
 	traced := otelhttp.NewMiddleware("http request", otelhttp.WithTracerProvider(otel.GetTracerProvider()),
-		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }))
-	s.router.Use(traced, s.correlate, nosniff, s.recoverer, s.observe)
+		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }),
+		otelhttp.WithPublicEndpointFn(publicCaller))
+	s.router.Use(s.edge, traced, s.correlate, nosniff, s.recoverer, s.observe)
 	s.router.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route %s", r.URL.Path))
 	})
@@ -184,17 +189,17 @@ func (s *Server) chain(rt Route) http.Handler {
 		// back before a refusal is answered, so that the client's next
 		// request meets them (and by the deferred call when the handler
 		// panics, before the recoverer answers).
-		var counted []Limit
-		defer func() { s.giveBack(r, counted) }()
+		var counts []*counted
+		defer func() { s.giveBack(r, counts) }()
 		refuse := func(err error) {
-			s.giveBack(r, counted)
-			counted = nil
+			s.giveBack(r, counts)
+			counts = nil
 			s.fail(w, r, err)
 		}
 		for _, l := range rt.Limits {
 			took, err := s.count(r, l)
-			if took && l.OnlyAccepted {
-				counted = append(counted, l)
+			if took != nil && l.OnlyAccepted {
+				counts = append(counts, took)
 			}
 			if err != nil {
 				refuse(err)
@@ -211,7 +216,7 @@ func (s *Server) chain(rt Route) http.Handler {
 			refuse(err)
 			return
 		}
-		counted = nil // accepted: its counts stand
+		counts = nil // accepted: its counts stand
 	})
 }
 

@@ -98,6 +98,29 @@ func (d Delivery) SameBody() string {
 	return d.MessageID
 }
 
+// withBrokerReason gives a message the broker dead-lettered itself (a
+// quorum queue's delivery limit: x-first-death-reason "delivery_limit") a
+// dead reason (HeaderDeadReason) when it has none of Isle's: "broker: ", the
+// broker's reason and the queue it died in. The header maps are copied
+// first: the subscriber shares them with the message.
+func (d *Delivery) withBrokerReason() {
+	reason := d.Headers["x-first-death-reason"]
+	if reason == "" || d.Headers[HeaderDeadReason] != "" {
+		return
+	}
+	text := "broker: " + reason
+	if q := d.Headers["x-first-death-queue"]; q != "" {
+		text += " (queue " + q + ")"
+	}
+	d.Headers = maps.Clone(d.Headers)
+	d.Headers[HeaderDeadReason] = text
+	d.table = maps.Clone(d.table)
+	if d.table == nil {
+		d.table = amqp.Table{}
+	}
+	d.table[HeaderDeadReason] = text
+}
+
 // headersJSON is the delivery's headers as JSON, AMQP types kept where JSON
 // has them ("{}" for none): what a DLQ table keeps.
 func (d Delivery) headersJSON() string {
@@ -118,21 +141,50 @@ func (d Delivery) copyHeaders() map[string]string {
 	return maps.Clone(d.Headers)
 }
 
-type deliveryKey struct{}
+// inflight is what the context of a message handed out carries, as one
+// value, while the middleware and its handler hold it: the Delivery, which
+// the middleware complete in place (Retry, IsleID, HeadersJSON) rather than
+// put a copy in a new context each, the AMQP delivery it came as, and the
+// outcome the middleware that decides it leaves for MetricsMiddleware
+// around it. The middleware of one message run on one goroutine, and
+// change the Delivery only before its handler runs, so it needs no lock.
+type inflight struct {
+	d      Delivery
+	raw    amqp.Delivery // as it came from the broker, when hasRaw
+	hasRaw bool
+	slot   outcomeSlot
+}
 
-// withDelivery returns ctx carrying d, and d's trace id (x-trace-id) as the
-// correlation id of the logger (correlation.WithCorrelationID): each line
-// logged with ctx carries it.
-func withDelivery(ctx context.Context, d Delivery) context.Context {
-	return correlation.WithCorrelationID(context.WithValue(ctx, deliveryKey{}, d), d.TraceID)
+type inflightKey struct{}
+
+// withInflight returns ctx carrying in.
+func withInflight(ctx context.Context, in *inflight) context.Context {
+	return context.WithValue(ctx, inflightKey{}, in)
+}
+
+// inflightOf is what ctx carries, or nil.
+func inflightOf(ctx context.Context) *inflight {
+	in, _ := ctx.Value(inflightKey{}).(*inflight)
+	return in
+}
+
+// withDelivery returns ctx carrying in, and in's trace id (x-trace-id) as
+// the correlation id of the logger (correlation.WithCorrelationID): each
+// line logged with ctx carries it.
+func withDelivery(ctx context.Context, in *inflight) context.Context {
+	return correlation.WithCorrelationID(withInflight(ctx, in), in.d.TraceID)
 }
 
 // WithDelivery returns ctx carrying d, as the middleware hand a delivery to
 // a handler: for tests and tools that call a handler directly.
-func WithDelivery(ctx context.Context, d Delivery) context.Context { return withDelivery(ctx, d) }
+func WithDelivery(ctx context.Context, d Delivery) context.Context {
+	return withDelivery(ctx, &inflight{d: d})
+}
 
 // DeliveryFrom returns the delivery a handler's context belongs to.
 func DeliveryFrom(ctx context.Context) (Delivery, bool) {
-	d, ok := ctx.Value(deliveryKey{}).(Delivery)
-	return d, ok
+	if in := inflightOf(ctx); in != nil {
+		return in.d, true
+	}
+	return Delivery{}, false
 }

@@ -42,6 +42,6 @@
 // Handler errors never become nacks: the retry pattern answers nil once its
 // copy is confirmed. A nack is kept for what only the broker can fix (a copy
 // that could not be published, a shutdown that outlived its timeout) and
-// always requeues: the contract's main queues have no dead-letter exchange,
-// so a nack without requeue would lose the message.
+// always requeues: the contract's classic main queues have no dead-letter
+// exchange, so a nack without requeue would lose the message.
 package messaging

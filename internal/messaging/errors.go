@@ -5,6 +5,11 @@ import (
 	"fmt"
 )
 
+// ErrChannelLost is the cause (context.Cause) with which a message's context
+// ends when the channel it came on is gone: its ack can no longer reach the
+// broker, which has the delivery back and gives it to a consumer again.
+var ErrChannelLost = errors.New("messaging: the delivery's channel is gone; the broker delivers it again")
+
 // permanentError marks a failure that retrying cannot fix.
 type permanentError struct{ err error }
 

@@ -36,7 +36,7 @@ func (l *lane) run() {
 		}
 		// The channel or its connection is gone: so are its deliveries'
 		// acks, and the broker requeues what it held. Handlers still at work
-		// are not waited for.
+		// are not waited for; their contexts end (ErrChannelLost).
 		st.stop()
 		_ = l.ch.Close()
 		if !l.reopen() {
@@ -155,7 +155,7 @@ func (l *lane) hand(d amqp.Delivery, st *settler, giveUp <-chan struct{}) bool {
 	case l.sub.out <- msg:
 		return true
 	case <-giveUp:
-		cancel()
+		cancel(nil)
 		st.keep(d.DeliveryTag)
 		return false
 	}

@@ -253,20 +253,36 @@ func (l *link) requeue(r *request) {
 // publish hands msg to a channel and waits for the broker's answer, at most
 // until ctx ends.
 func (l *link) publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	r, err := l.enqueue(ctx, exchange, key, msg)
+	if err != nil {
+		return err
+	}
+	return l.await(ctx, r)
+}
+
+// enqueue hands msg to a channel, which publishes it without waiting for
+// its confirm; await waits for that. Many enqueued before any is awaited
+// are in flight together.
+func (l *link) enqueue(ctx context.Context, exchange, key string, msg amqp.Publishing) (*request, error) {
 	if l.ctx.Err() != nil {
-		return ErrPublisherClosed
+		return nil, ErrPublisherClosed
 	}
 	r := &request{ctx: ctx, exchange: exchange, key: key, msg: msg, done: make(chan error, 1)}
 	select {
 	case l.reqs <- r:
+		return r, nil
 	case <-l.ctx.Done():
-		return ErrPublisherClosed
+		return nil, ErrPublisherClosed
 	case <-ctx.Done():
 		if err := l.ready(); err != nil {
-			return fmt.Errorf("%w: no channel took it in time (%v): %w", ErrUnconfirmed, ctx.Err(), err)
+			return nil, fmt.Errorf("%w: no channel took it in time (%v): %w", ErrUnconfirmed, ctx.Err(), err)
 		}
-		return fmt.Errorf("%w: no channel took it in time (%v)", ErrUnconfirmed, ctx.Err())
+		return nil, fmt.Errorf("%w: no channel took it in time (%v)", ErrUnconfirmed, ctx.Err())
 	}
+}
+
+// await waits for the broker's answer to r, at most until ctx ends.
+func (l *link) await(ctx context.Context, r *request) error {
 	select {
 	case err := <-r.done:
 		return err

@@ -2,6 +2,8 @@ package messaging
 
 import (
 	"errors"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,12 +54,49 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) handled(domain, outcome string, took time.Duration) {
+// outcomes are the outcomes a delivery can have, in domainMetrics.counts'
+// order.
+var outcomes = [...]string{OutcomeOK, OutcomeRetried, OutcomeDead, OutcomeFailed, OutcomeRequeued, OutcomeStored}
+
+// domainMetrics are one domain's collectors, each looked up by its labels
+// once, at its first use (a series appears once it counts something),
+// rather than at each delivery.
+type domainMetrics struct {
+	m       *Metrics
+	domain  string
+	counts  [len(outcomes)]atomic.Value // prometheus.Counter
+	seconds atomic.Value                // prometheus.Observer
+}
+
+// forDomain returns domain's collectors; nil for a nil m.
+func (m *Metrics) forDomain(domain string) *domainMetrics {
 	if m == nil {
+		return nil
+	}
+	return &domainMetrics{m: m, domain: domain}
+}
+
+func (dm *domainMetrics) handled(outcome string, took time.Duration) {
+	if dm == nil {
 		return
 	}
-	m.messages.WithLabelValues(domain, outcome).Inc()
-	m.handlerSeconds.WithLabelValues(domain).Observe(took.Seconds())
+	i := slices.Index(outcomes[:], outcome)
+	if i < 0 {
+		dm.m.messages.WithLabelValues(dm.domain, outcome).Inc()
+	} else {
+		c, ok := dm.counts[i].Load().(prometheus.Counter)
+		if !ok {
+			c = dm.m.messages.WithLabelValues(dm.domain, outcome)
+			dm.counts[i].Store(c)
+		}
+		c.Inc()
+	}
+	o, ok := dm.seconds.Load().(prometheus.Observer)
+	if !ok {
+		o = dm.m.handlerSeconds.WithLabelValues(dm.domain)
+		dm.seconds.Store(o)
+	}
+	o.Observe(took.Seconds())
 }
 
 func (m *Metrics) published(exchange, routingKey string, err error, took time.Duration) {

@@ -14,7 +14,8 @@ func CorrelationMiddleware(h message.HandlerFunc) message.HandlerFunc {
 		// Isle's Subscriber put it there with the Delivery (withDelivery):
 		// only a message from elsewhere needs it read again.
 		if correlation.CorrelationID(msg.Context()) == "" {
-			msg.SetContext(correlation.WithCorrelationID(msg.Context(), deliveryIn(msg).TraceID))
+			id := inflightIn(msg).d.TraceID
+			msg.SetContext(correlation.WithCorrelationID(msg.Context(), id))
 		}
 		return h(msg)
 	}

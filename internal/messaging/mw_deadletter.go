@@ -12,7 +12,9 @@ import (
 // DeadLetterMiddleware is the pattern of dom's DLQ. Before the handler,
 // which stores dead messages, the delivery's retry header is parsed
 // (Delivery.Retry) and its headers are rendered as JSON
-// (Delivery.HeadersJSON). A DLQ has no DLQ of its own, so a failure never
+// (Delivery.HeadersJSON), with a dead reason for a message the broker
+// dead-lettered itself (past a quorum queue's delivery limit): "broker: "
+// and its x-first-death-reason. A DLQ has no DLQ of its own, so a failure never
 // drops the message: the middleware answers the error after a pause
 // (cfg.RequeueDelay), and the router nacks the delivery back to its queue
 // to be tried again. A Permanent failure (the database cannot keep this
@@ -23,9 +25,11 @@ func DeadLetterMiddleware(dom topology.Domain, cfg ChainConfig, log *slog.Logger
 	delay := cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			d := retryRead(msg, dom)
-			d.HeadersJSON = d.headersJSON()
-			ctx := setDelivery(msg, d)
+			in := inflightIn(msg)
+			readRetry(in, dom)
+			in.d.withBrokerReason()
+			in.d.HeadersJSON = in.d.headersJSON()
+			ctx, d := msg.Context(), in.d
 			began := time.Now()
 			out, err := h(msg)
 			took := time.Since(began)

@@ -15,10 +15,11 @@ import (
 // out. Without one inside, a message the router acks is ok and one it nacks
 // (and so requeues) is requeued.
 func MetricsMiddleware(domain string, m *Metrics) message.HandlerMiddleware {
+	dm := m.forDomain(domain)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			slot := &outcomeSlot{}
-			msg.SetContext(context.WithValue(msg.Context(), outcomeKey{}, slot))
+			slot := &inflightIn(msg).slot
+			*slot = outcomeSlot{}
 			began := time.Now()
 			out, err := h(msg)
 			if slot.outcome == "" {
@@ -27,17 +28,14 @@ func MetricsMiddleware(domain string, m *Metrics) message.HandlerMiddleware {
 					slot.outcome = OutcomeRequeued
 				}
 			}
-			m.handled(domain, slot.outcome, slot.took)
+			dm.handled(slot.outcome, slot.took)
 			return out, err
 		}
 	}
 }
 
-type outcomeKey struct{}
-
 // outcomeSlot is where the middleware that decides a delivery's outcome
-// leaves it for MetricsMiddleware around it. The middleware of one message
-// run on one goroutine, so it needs no lock.
+// leaves it for MetricsMiddleware around it (inflight.slot).
 type outcomeSlot struct {
 	outcome string
 	took    time.Duration // the handler's time
@@ -46,7 +44,7 @@ type outcomeSlot struct {
 // report leaves a delivery's outcome, and its handler's time, in the slot
 // ctx carries, if any.
 func report(ctx context.Context, outcome string, took time.Duration) {
-	if s, ok := ctx.Value(outcomeKey{}).(*outcomeSlot); ok {
-		s.outcome, s.took = outcome, took
+	if in := inflightOf(ctx); in != nil {
+		in.slot = outcomeSlot{outcome: outcome, took: took}
 	}
 }

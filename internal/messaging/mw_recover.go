@@ -21,7 +21,7 @@ func RecovererMiddleware(log *slog.Logger) message.HandlerMiddleware {
 				out, herr = h(msg)
 				return herr
 			})
-			logPanic(msg.Context(), log, deliveryIn(msg), err)
+			logPanic(msg.Context(), log, msg, err)
 			return out, err
 		}
 	}
@@ -46,9 +46,9 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 
-// logPanic logs err's stack if it is a panic of d's handler.
-func logPanic(ctx context.Context, log *slog.Logger, d Delivery, err error) {
+// logPanic logs err's stack if it is a panic of msg's handler.
+func logPanic(ctx context.Context, log *slog.Logger, msg *message.Message, err error) {
 	if p, ok := errors.AsType[*panicError](err); ok {
-		log.ErrorContext(ctx, "handler panicked", "message_id", d.MessageID, "panic", p.value, "stack", string(p.stack))
+		log.ErrorContext(ctx, "handler panicked", "message_id", inflightIn(msg).d.MessageID, "panic", p.value, "stack", string(p.stack))
 	}
 }

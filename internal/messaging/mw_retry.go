@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -29,34 +30,59 @@ import (
 // the copy is confirmed the middleware answers nil, so the router acks the
 // original. A copy that cannot be published is an error after a pause
 // (cfg.RequeueDelay), so the router nacks the delivery back to its queue; so
-// is a failure while the message's context is canceled (the worker's
-// shutdown timeout passed), at once and without a copy. A domain without
+// is a failure while the message's context is canceled (its channel is
+// gone, ErrChannelLost, or the worker's shutdown timeout passed), at once
+// and without a copy: the broker has the delivery back. A domain without
 // retries (usage stats) logs and counts the failure and answers nil. The
 // outcome goes to MetricsMiddleware around it.
+//
+// A redelivered delivery without a producer's id first waits for the
+// deliveries of its body still in their handler in this process (bodyRuns):
+// it may be one of them come back after a lost channel.
 func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
-	r := &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
-	return func(h message.HandlerFunc) message.HandlerFunc {
-		return func(msg *message.Message) ([]*message.Message, error) {
-			d := retryRead(msg, dom)
-			d.assignID() // before the handler: its copies carry it
-			ctx := setDelivery(msg, d)
-			began := time.Now()
-			out, err := h(msg)
-			took := time.Since(began)
-			if err == nil {
-				report(ctx, OutcomeOK, took)
-				return out, nil
-			}
-			return nil, r.failed(ctx, d, err, took)
-		}
-	}
+	return newRetrier(dom, pub, cfg, log).middleware
+}
+
+// runLeaving runs h, then leave, also when h panics.
+func runLeaving(h message.HandlerFunc, msg *message.Message, leave func()) ([]*message.Message, error) {
+	defer leave()
+	return h(msg)
 }
 
 type retrier struct {
-	dom   topology.Domain
-	pub   *Publisher
-	log   *slog.Logger
-	delay time.Duration
+	dom    topology.Domain
+	pub    *Publisher
+	log    *slog.Logger
+	delay  time.Duration
+	bodies bodyRuns
+}
+
+func newRetrier(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) *retrier {
+	return &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
+}
+
+func (r *retrier) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		in := inflightIn(msg)
+		readRetry(in, r.dom)
+		in.d.assignID() // before the handler: its copies carry it
+		ctx, d := msg.Context(), in.d
+		began := time.Now()
+		leave, err := r.bodies.enter(ctx, d)
+		if err != nil {
+			// Its context ended while an earlier delivery of its body
+			// ran: the broker has it back.
+			report(ctx, OutcomeRequeued, time.Since(began))
+			return nil, err
+		}
+		out, err := runLeaving(h, msg, leave)
+		took := time.Since(began)
+		if err == nil {
+			report(ctx, OutcomeOK, took)
+			return out, nil
+		}
+		return nil, r.failed(ctx, d, err, took)
+	}
 }
 
 // failed deals with a delivery its handler failed: it answers nil when a copy went to the retry queue or the DLQ (or the domain
@@ -64,9 +90,15 @@ type retrier struct {
 func (r *retrier) failed(ctx context.Context, d Delivery, err error, took time.Duration) error {
 	log := r.log.With("domain", r.dom.Name, "message_id", d.Key(), "retry", d.Retry)
 	if ctx.Err() != nil {
-		// The worker is shutting down past its timeout: the failure is the
-		// shutdown's, not the message's. Requeue it as it was.
-		log.WarnContext(ctx, "handler canceled by shutdown; requeueing the delivery", "err", err)
+		// The delivery's channel is gone (the broker has it back and gives
+		// it out again), or the worker is shutting down past its timeout:
+		// the failure is theirs, not the message's, and a copy would live
+		// beside the redelivery. Leave it to the broker as it was.
+		if errors.Is(context.Cause(ctx), ErrChannelLost) {
+			log.WarnContext(ctx, "handler failed after its channel was lost; no copy, the broker delivers it again", "err", err)
+		} else {
+			log.WarnContext(ctx, "handler canceled by shutdown; requeueing the delivery", "err", err)
+		}
 		report(ctx, OutcomeRequeued, took)
 		return err
 	}
@@ -156,19 +188,9 @@ func truncate(s string) string {
 	return Clip(s, maxErrorText) + "…"
 }
 
-// retryRead is msg's Delivery with dom's retry header read (Delivery.Retry).
-func retryRead(msg *message.Message, dom topology.Domain) Delivery {
-	d := deliveryIn(msg)
+// readRetry reads dom's retry header of in's delivery (Delivery.Retry).
+func readRetry(in *inflight, dom topology.Domain) {
 	if dom.RetryHeader != "" {
-		d.Retry = ParseRetry(d.Headers[dom.RetryHeader])
+		in.d.Retry = ParseRetry(in.d.Headers[dom.RetryHeader])
 	}
-	return d
-}
-
-// setDelivery puts d in msg's context, for the handler and the middleware
-// inside, and returns that context.
-func setDelivery(msg *message.Message, d Delivery) context.Context {
-	ctx := withDelivery(msg.Context(), d)
-	msg.SetContext(ctx)
-	return ctx
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/eisland/isle/internal/tracing"
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher defaults.
@@ -125,9 +126,63 @@ type Outgoing struct {
 // Send publishes out and waits for the broker's confirm, at most the
 // configured timeout (or ctx's deadline if sooner).
 func (p *Publisher) Send(ctx context.Context, out Outgoing) error {
+	ex, msg, err := p.message(out)
+	if err != nil {
+		return err
+	}
+	return p.publish(ctx, ex, out.RoutingKey, msg)
+}
+
+// SendAll publishes every message of outs before it waits for any confirm,
+// so that they are in flight together on the publisher's channels, and
+// returns each one's outcome, in order, as Send would: nil once confirmed.
+// All of them share one bound: the configured timeout (or ctx's deadline if
+// sooner).
+func (p *Publisher) SendAll(ctx context.Context, outs []Outgoing) []error {
+	errs := make([]error, len(outs))
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	type flight struct { // a message handed to the link, awaiting its confirm
+		at          int
+		ctx         context.Context
+		span        trace.Span
+		ex, routing string
+		msg         *message.Message
+		req         *request
+		began       time.Time
+	}
+	flights := make([]flight, 0, len(outs))
+	for i, out := range outs {
+		ex, msg, err := p.message(out)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		f := flight{at: i, msg: msg, routing: out.RoutingKey, ex: ex}
+		f.ctx, f.span = startPublishSpan(ctx, ex, out.RoutingKey, msg)
+		pub, err := p.marshal.Marshal(msg)
+		if err == nil {
+			f.began = time.Now()
+			f.req, err = p.link.enqueue(f.ctx, ex, out.RoutingKey, pub)
+		}
+		if err != nil {
+			errs[i] = p.published(f.ctx, f.span, ex, out.RoutingKey, msg, f.began, err)
+			continue
+		}
+		flights = append(flights, f)
+	}
+	for _, f := range flights {
+		errs[f.at] = p.published(f.ctx, f.span, f.ex, f.routing, f.msg, f.began, p.link.await(f.ctx, f.req))
+	}
+	return errs
+}
+
+// message is out as a watermill message, and the exchange of its routing
+// key.
+func (p *Publisher) message(out Outgoing) (string, *message.Message, error) {
 	ex, ok := p.exchange[out.RoutingKey]
 	if !ok {
-		return fmt.Errorf("messaging: publish: routing key %q is not in the topology", out.RoutingKey)
+		return "", nil, fmt.Errorf("messaging: publish: routing key %q is not in the topology", out.RoutingKey)
 	}
 	msg := message.NewMessage(cmp.Or(out.MessageID, uuid.NewString()), out.Body)
 	for k, v := range out.Headers {
@@ -143,8 +198,7 @@ func (p *Publisher) Send(ctx context.Context, out Outgoing) error {
 	if out.Priority > 0 {
 		msg.Metadata.Set(metaPriority, strconv.Itoa(int(out.Priority)))
 	}
-
-	return p.publish(ctx, ex, out.RoutingKey, msg)
+	return ex, msg, nil
 }
 
 // Watermill returns p as a watermill message.Publisher, for watermill
@@ -171,21 +225,34 @@ func (w watermillPublisher) Publish(topic string, msgs ...*message.Message) erro
 
 func (w watermillPublisher) Close() error { return w.p.Close() }
 
-func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) (err error) {
+func (p *Publisher) publish(ctx context.Context, exchange, routingKey string, msg *message.Message) error {
 	ctx, span := startPublishSpan(ctx, exchange, routingKey, msg)
-	defer func() { tracing.End(span, err) }()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	pub, err := p.marshal.Marshal(msg)
-	if err != nil {
-		return fmt.Errorf("messaging: publish %s: %w", msg.UUID, err)
+	var began time.Time
+	if err == nil {
+		began = time.Now()
+		err = p.link.publish(ctx, exchange, routingKey, pub)
 	}
-	began := time.Now()
-	err = p.link.publish(ctx, exchange, routingKey, pub)
-	p.metrics.published(exchange, routingKey, err, time.Since(began))
-	if err != nil {
+	return p.published(ctx, span, exchange, routingKey, msg, began, err)
+}
+
+// published records a publish's outcome err (began: when it was handed to
+// the link; zero when it never was): the metrics, a log line and its span's
+// end. It returns err as callers see it.
+func (p *Publisher) published(ctx context.Context, span trace.Span, exchange, routingKey string, msg *message.Message, began time.Time, err error) error {
+	if !began.IsZero() {
+		p.metrics.published(exchange, routingKey, err, time.Since(began))
+	}
+	switch {
+	case err == nil:
+	case began.IsZero():
+		err = fmt.Errorf("messaging: publish %s: %w", msg.UUID, err)
+	default:
 		p.log.WarnContext(ctx, "publish failed", "routing_key", routingKey, "message_id", msg.UUID, "err", err)
-		return fmt.Errorf("messaging: publish %s to %s: %w", msg.UUID, routingKey, err)
+		err = fmt.Errorf("messaging: publish %s to %s: %w", msg.UUID, routingKey, err)
 	}
-	return nil
+	tracing.End(span, err)
+	return err
 }

@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +135,40 @@ func TestWatermillPublisherRoutesByTopic(t *testing.T) {
 	require.Equal(t, "m-wm", d.MessageId)
 	require.Equal(t, int32(1), d.Headers[dom.RetryHeader])
 	require.NotContains(t, d.Headers, "x-death")
+}
+
+// PublishAll answers each record on its own, in order: confirmed ones nil,
+// one the contract refuses (an invalid record) and one the broker cannot
+// route their own errors, without failing the others; every confirmed
+// message is in its queue.
+func TestPublishAllAnswersEachRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	usage, email := b.domain(t, topology.DomainAgentUsageStats), b.domain(t, topology.DomainEmail)
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDelete(email.Queue, false, false, false)
+	require.NoError(t, err)
+
+	var pubs []messaging.Publication
+	for i := range 50 {
+		pubs = append(pubs, messaging.Publication{Msg: topology.AgentUsageStats{RequestID: fmt.Sprint("u:r", i), ModelName: "m"},
+			Options: messaging.Options{MessageID: fmt.Sprint("usage-", i)}})
+	}
+	pubs[10].Msg = topology.AgentUsageStats{RequestID: "u:bad"} // no model: invalid
+	pubs[20] = messaging.Publication{Msg: topology.EmailCodeDispatch{Email: "a@example.com", Scene: "LOGIN", Code: "123456", CreatedAtEpochSeconds: 1}}
+	errs := b.pub.PublishAll(context.Background(), pubs)
+	require.Len(t, errs, 50)
+	for i, err := range errs {
+		switch i {
+		case 10:
+			require.ErrorContains(t, err, "modelName")
+		case 20:
+			require.ErrorContains(t, err, "unroutable")
+		default:
+			require.NoError(t, err, i)
+		}
+	}
+	require.Eventually(t, func() bool { return b.depth(t, usage.Queue) == 48 }, 5*time.Second, poll, "48 confirmed usages queued")
 }

@@ -503,3 +503,31 @@ func TestRouterDeadLetterChainStoresOrRequeues(t *testing.T) {
 	require.Equal(t, map[string]float64{messaging.OutcomeStored: 2, messaging.OutcomeRequeued: 1, messaging.OutcomeFailed: 1}, counts)
 	require.EqualValues(t, 4, observed)
 }
+
+// A message the broker dead-lettered itself (a quorum queue's delivery
+// limit) carries no dead reason of Isle's: the DLQ chain stores the
+// broker's as its reason, so operators and balance-sync see why it died.
+func TestDeadLetterChainKeepsTheBrokersReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dom := b.domain(t, topology.DomainEmail)
+	f := newFeeder()
+	runRouter(t, f, testRoute{queue: "store", chain: messaging.DeadLetterChain(dom, b.metrics, messaging.ChainConfig{}, b.log),
+		handler: handlers.NewDeadLetters(b.db, dom, b.log).Handle})
+	require.True(t, f.handle(t, "store", delivery(dom.DLQ, "m-limit", emailBody, amqp.Table{
+		"x-first-death-reason": "delivery_limit", "x-first-death-queue": dom.Queue,
+	})))
+	require.True(t, f.handle(t, "store", delivery(dom.DLQ, "m-ours", emailBody, amqp.Table{
+		messaging.HeaderDeadReason: "permanent: bad address", "x-first-death-reason": "delivery_limit",
+	})))
+	reasons := map[string]any{}
+	for _, row := range b.deadLetters(t, dom) {
+		var headers map[string]any
+		require.NoError(t, json.Unmarshal([]byte(row.Headers), &headers))
+		reasons[row.MessageID] = headers[messaging.HeaderDeadReason]
+	}
+	require.Equal(t, map[string]any{
+		"m-limit": "broker: delivery_limit (queue " + dom.Queue + ")",
+		"m-ours":  "permanent: bad address",
+	}, reasons)
+}

@@ -37,7 +37,8 @@ type ChainConfig struct {
 // DeadLetterChain left it. Its error, or its panic, is theirs to deal with.
 func RouterHandler(h HandlerFunc) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
-		return h(msg.Context(), deliveryIn(msg))
+		in := inflightIn(msg)
+		return h(msg.Context(), in.d)
 	}
 }
 
@@ -72,13 +73,22 @@ func DeadLetterChain(dom topology.Domain, m *Metrics, cfg ChainConfig, log *slog
 	}
 }
 
-// deliveryIn is the Delivery msg's context carries, or, for a message that
-// came from another subscriber than Isle's, one read from the message
-// itself: its uuid, payload and metadata (AMQP properties left out).
-func deliveryIn(msg *message.Message) Delivery {
-	if d, ok := DeliveryFrom(msg.Context()); ok {
-		return d
+// inflightIn is the state msg's context carries (the Subscriber put it
+// there); for a message that came from another subscriber than Isle's, it
+// is made now from the message itself — its uuid, payload and metadata
+// (AMQP properties left out) — and put in msg's context.
+func inflightIn(msg *message.Message) *inflight {
+	if in := inflightOf(msg.Context()); in != nil {
+		return in
 	}
+	in := &inflight{d: deliveryOfMessage(msg)}
+	msg.SetContext(withInflight(msg.Context(), in))
+	return in
+}
+
+// deliveryOfMessage is the Delivery of a message that came from another
+// subscriber than Isle's, read from the message itself.
+func deliveryOfMessage(msg *message.Message) Delivery {
 	d := Delivery{
 		MessageID: msg.UUID,
 		Body:      msg.Payload,

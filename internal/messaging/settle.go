@@ -1,6 +1,7 @@
 package messaging
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -32,10 +33,10 @@ type settleEvent struct {
 	tag   uint64
 	kind  uint8 // evAdd, evSettle, evKeep, evWait
 	ack   bool
-	msg   answered        // evAdd: the message whose answer settles it (nil in tests that settle by evSettle)
-	ended <-chan struct{} // evAdd: its context's end
-	end   func()          // evAdd: ends its context
-	done  chan struct{}   // evWait: closed when nothing handed out is unsettled
+	msg   answered                // evAdd: the message whose answer settles it (nil in tests that settle by evSettle)
+	ended <-chan struct{}         // evAdd: its context's end
+	end   context.CancelCauseFunc // evAdd: ends its context
+	done  chan struct{}           // evWait: closed when nothing handed out is unsettled
 }
 
 // answered is what a settler watches of a message handed out: a
@@ -90,8 +91,8 @@ type slot struct {
 	tag   uint64
 	state uint8
 	msg   answered
-	ended <-chan struct{} // the message's context's end: a shutdown that outlived its timeout
-	done  func()          // ends the message's context once it is settled
+	ended <-chan struct{}         // the message's context's end: a shutdown that outlived its timeout
+	done  context.CancelCauseFunc // ends the message's context once it is settled, or its channel is gone
 }
 
 func newSettler(ch ackChannel, buffer int, stats *SettleStats) *settler {
@@ -110,7 +111,7 @@ func (st *settler) send(ev settleEvent) {
 
 // add puts a delivery in the window before it is handed out as msg, whose
 // context ends with ended and is ended by end once the message is settled.
-func (st *settler) add(tag uint64, msg answered, ended <-chan struct{}, end func()) {
+func (st *settler) add(tag uint64, msg answered, ended <-chan struct{}, end context.CancelCauseFunc) {
 	st.send(settleEvent{tag: tag, kind: evAdd, msg: msg, ended: ended, end: end})
 }
 
@@ -156,14 +157,7 @@ func (st *settler) run() {
 		select {
 		case ev := <-st.events:
 			st.apply(ev)
-			for more := true; more; {
-				select {
-				case ev := <-st.events:
-					st.apply(ev)
-				default:
-					more = false
-				}
-			}
+			st.applyQueued()
 		case <-acked:
 		case <-nacked:
 		case <-ended:
@@ -174,7 +168,14 @@ func (st *settler) run() {
 			armed = false
 			all = st.unsent > 0 || len(st.window) > 0 && st.window[0].tag == stuck
 		case <-st.quit:
+			// Answers given up to now still go out (a shutdown whose
+			// timeout just passed); on a channel that is gone they fail
+			// at once, unsent.
 			lag.Stop()
+			st.applyQueued()
+			st.look(true)
+			st.flush()
+			st.flushBehind()
 			st.release()
 			return
 		}
@@ -189,7 +190,7 @@ func (st *settler) run() {
 			}
 			st.waiters = st.waiters[:0]
 		}
-		if !armed && (len(st.window) > 1 || st.unsent > 0) {
+		if !armed && st.lagNeeded() {
 			stuck = st.window[0].tag
 			lag.Reset(settleLag)
 			armed = true
@@ -237,26 +238,34 @@ func (st *settler) answer(s *slot, ack bool) {
 	st.pending--
 	st.unsent++
 	if s.done != nil {
-		s.done()
+		s.done(nil)
 	}
 }
 
-// release leaves the messages still unanswered when the settler stops (its
-// channel is gone): each one's context ends once it is answered, or with
-// the subscriber's hard stop.
+// release ends the contexts of the messages still unanswered when the
+// settler stops, with ErrChannelLost: their channel is gone (or the
+// subscriber's hard stop came first), so their acks would be dropped and
+// the broker gives them out again. A handler that goes on would apply a
+// message that is also being redelivered, and its failure would be copied
+// to the retry queue beside the redelivery.
 func (st *settler) release() {
 	for _, s := range st.window {
 		if s.state != stPending || s.msg == nil || s.done == nil {
 			continue
 		}
-		go func() {
-			select {
-			case <-s.msg.Acked():
-			case <-s.msg.Nacked():
-			case <-s.ended:
-			}
-			s.done()
-		}()
+		s.done(ErrChannelLost)
+	}
+}
+
+// applyQueued applies the events already queued, without waiting for more.
+func (st *settler) applyQueued() {
+	for {
+		select {
+		case ev := <-st.events:
+			st.apply(ev)
+		default:
+			return
+		}
 	}
 }
 
@@ -366,10 +375,25 @@ func (st *settler) ackRun(tag uint64, n int) {
 	st.stats.Settled.Add(int64(n))
 }
 
-// nack gives a delivery back to its queue: the contract's main queues have
-// no dead-letter exchange, so a nack without requeue would lose it.
+// nack gives a delivery back to its queue: the contract's classic main
+// queues have no dead-letter exchange, so a nack without requeue would lose
+// it.
 func (st *settler) nack(tag uint64) {
 	if st.ch.Nack(tag, false, true) == nil {
 		st.stats.Nacks.Add(1)
 	}
+}
+
+// lagNeeded says whether the lag timer has work: answers settled behind the
+// front to send one by one, or deliveries behind the front still unanswered,
+// whose answers only a look at the whole window takes. Slots never handed
+// out (kept) give it none: with only those left, it would wake every
+// settleLag for nothing while its lane is stuck cancelling on a stalled
+// connection.
+func (st *settler) lagNeeded() bool {
+	behind := st.pending
+	if len(st.window) > 0 && st.window[0].state == stPending {
+		behind--
+	}
+	return st.unsent > 0 || behind > 0
 }

@@ -189,7 +189,7 @@ func TestSettlerWatchesTheMessagesAnswers(t *testing.T) {
 	ended := make([]context.Context, 4)
 	for i := range msgs {
 		msgs[i] = message.NewMessage(fmt.Sprint(i), nil)
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancelCause(context.Background())
 		ended[i] = ctx
 		st.add(uint64(i+1), msgs[i], ctx.Done(), cancel)
 	}
@@ -206,4 +206,52 @@ func TestSettlerWatchesTheMessagesAnswers(t *testing.T) {
 	require.Eventually(t, func() bool { return len(f.get()) == 4 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, "ack 1 multiple=false", f.get()[3])
 	<-st.wait()
+}
+
+// Answers given just before the settler stops (a shutdown whose timeout
+// passes) still go out: the broker would otherwise give those deliveries
+// out again though they were handled.
+func TestSettlerSendsTheAnswersGivenBeforeItStops(t *testing.T) {
+	for range 50 {
+		f := &lockedFrames{}
+		st := newSettler(f, 16, &SettleStats{})
+		msgs := make([]*message.Message, 3)
+		for i := range msgs {
+			msgs[i] = message.NewMessage(fmt.Sprint(i), nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			st.add(uint64(i+1), msgs[i], ctx.Done(), cancel)
+		}
+		msgs[1].Ack()
+		msgs[2].Nack()
+		msgs[0].Ack()
+		st.stop()
+		require.ElementsMatch(t, []string{"ack 2 multiple=true", "nack 3"}, f.get())
+	}
+}
+
+// The settler's lag timer runs only while it has work: answers behind the
+// front to send, or deliveries behind the front not yet answered. Slots
+// never handed out (kept: they go back with the channel) give it none, so
+// a lane stuck cancelling its consumer does not keep it waking.
+func TestSettlerLagRunsOnlyWithWork(t *testing.T) {
+	t.Parallel()
+	at := func(states ...uint8) *settler {
+		st := testSettler(nil)
+		for i, s := range states {
+			st.window = append(st.window, slot{tag: uint64(i + 1), state: s})
+			switch s {
+			case stPending:
+				st.pending++
+			case stAck, stNack:
+				st.unsent++
+			}
+		}
+		return st
+	}
+	require.False(t, at(stKept, stKept).lagNeeded(), "only kept slots")
+	require.False(t, at(stPending).lagNeeded(), "the front's own answer wakes it")
+	require.False(t, at(stPending, stSent, stKept).lagNeeded(), "nothing behind the front to take")
+	require.True(t, at(stPending, stPending).lagNeeded(), "an answer behind the front is taken on the lag")
+	require.True(t, at(stKept, stPending).lagNeeded())
+	require.True(t, at(stPending, stAck).lagNeeded(), "an answer behind the front to send")
 }

@@ -36,6 +36,7 @@ type testBundle struct {
 	pub      *messaging.Publisher
 	chainCfg messaging.ChainConfig // of the chains main and mainAndDLQ build
 	metrics  *messaging.Metrics
+	reg      *prometheus.Registry // of metrics
 	log      *slog.Logger
 }
 
@@ -72,11 +73,12 @@ func setupRetry(t *testing.T, delay time.Duration) *testBundle {
 	tp, err := topology.New(topology.Config{Prefix: prefix, Retry: retry})
 	require.NoError(t, err)
 	log := testLogger(t)
-	m := messaging.NewMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m := messaging.NewMetrics(reg)
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: storetest.AMQPURL(), Name: t.Name()}, tp, m, log)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close() })
-	return &testBundle{conn: conn, tp: tp, pub: pub, metrics: m, log: log}
+	return &testBundle{conn: conn, tp: tp, pub: pub, metrics: m, reg: reg, log: log}
 }
 
 func (b *testBundle) domain(t *testing.T, name string) topology.Domain {

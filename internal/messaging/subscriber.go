@@ -103,6 +103,7 @@ type Subscriber struct {
 	kept       chan struct{}  // closed when the keeper goroutine ends
 
 	consumeFailed testsignal.Signal[error] // a lane could not consume again: for tests, off otherwise
+	reconnecting  testsignal.Signal[int]   // the keeper dials again (the attempt): for tests, off otherwise
 }
 
 // NewSubscriber returns a subscriber of cfg; it connects at its first
@@ -125,109 +126,6 @@ func NewSubscriber(cfg SubscriberConfig, log *slog.Logger) (*Subscriber, error) 
 
 // Stats are the frames the subscriber sent to settle deliveries.
 func (s *Subscriber) Stats() *SettleStats { return &s.stats }
-
-// connection returns the current connection, dialling the first one (whose
-// error is returned) or waiting for a reconnect until ctx ends.
-func (s *Subscriber) connection(ctx context.Context) (*amqp.Connection, error) {
-	s.mu.Lock()
-	if !s.keeping {
-		defer s.mu.Unlock()
-		select {
-		case <-s.closing:
-			return nil, ErrSubscriberClosed
-		default:
-		}
-		conn, raw, at, stop, err := dial(ctx, s.cfg.URLs, 0, s.cfg.Name)
-		stop()
-		if err != nil {
-			return nil, fmt.Errorf("messaging: subscriber: %w", err)
-		}
-		s.at = at
-		s.keeping = true
-		s.setConn(conn, raw)
-		go s.keep(conn, raw)
-		return conn, nil
-	}
-	for s.conn == nil {
-		up := s.up
-		s.mu.Unlock()
-		select {
-		case <-up:
-		case <-s.closing:
-			return nil, ErrSubscriberClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		s.mu.Lock()
-	}
-	defer s.mu.Unlock()
-	return s.conn, nil
-}
-
-// setConn makes conn current; s.mu is held.
-func (s *Subscriber) setConn(conn *amqp.Connection, raw net.Conn) {
-	s.conn, s.raw = conn, raw
-	close(s.up)
-}
-
-// keep watches the connection and replaces it when it is lost: at once,
-// then with backoff while the broker refuses.
-func (s *Subscriber) keep(conn *amqp.Connection, raw net.Conn) {
-	defer close(s.kept)
-	for {
-		lost := conn.NotifyClose(make(chan *amqp.Error, 1))
-		select {
-		case <-s.closing:
-			return
-		case err := <-lost:
-			_ = raw.Close() // a channel may be stuck writing to a peer that stopped reading
-			s.mu.Lock()
-			s.conn, s.raw, s.up = nil, nil, make(chan struct{})
-			s.mu.Unlock()
-			s.log.Warn("RabbitMQ subscriber connection lost; reconnecting", "err", err)
-		}
-		began := time.Now()
-		for attempt := 0; ; attempt++ {
-			if !s.pause(backoff(attempt)) {
-				return
-			}
-			var err error
-			var at int
-			var stop func()
-			conn, raw, at, stop, err = dial(context.Background(), s.cfg.URLs, s.at+1, s.cfg.Name)
-			stop()
-			if err == nil {
-				s.at = at
-				s.log.Info("RabbitMQ subscriber reconnected", "addr", hostOf(s.cfg.URLs[at]), "down_for", time.Since(began).Round(time.Millisecond), "attempts", attempt+1)
-				break
-			}
-			s.log.Warn("RabbitMQ subscriber could not reconnect", "attempt", attempt+1, "err", err)
-		}
-		s.mu.Lock()
-		s.setConn(conn, raw)
-		s.mu.Unlock()
-	}
-}
-
-// pause waits d; false when the subscriber closes first.
-func (s *Subscriber) pause(d time.Duration) bool {
-	if d <= 0 {
-		select {
-		case <-s.closing:
-			return false
-		default:
-			return true
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.closing:
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // SubscribeInitialize makes sure topic can be consumed (Initialize).
 func (s *Subscriber) SubscribeInitialize(topic string) error {
@@ -329,11 +227,14 @@ func (s *Subscriber) shutdown() {
 	timer.Stop()
 	s.cancelHard()
 	s.mu.Lock()
-	keeping, conn := s.keeping, s.conn
+	keeping := s.keeping
 	s.mu.Unlock()
 	if keeping {
-		<-s.kept
+		<-s.kept // the keeper dials no more: s.conn is the last connection
 	}
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
 	if conn != nil {
 		_ = conn.CloseDeadline(time.Now().Add(closeTimeout))
 	}
@@ -367,22 +268,23 @@ func (sub *subscription) open(conn *amqp.Connection, tag string) (*amqp.Channel,
 	return ch, deliveries, nil
 }
 
-type amqpDeliveryKey struct{}
-
 // message builds the watermill message of a delivery from topic, and the
-// cancel of its context.
-func (s *Subscriber) message(d amqp.Delivery, topic string) (*message.Message, context.CancelFunc) {
-	dl := deliveryOf(d, topic)
-	msg := message.NewMessage(dl.MessageID, d.Body)
-	msg.Metadata = message.Metadata(dl.Headers) // shared: neither side changes it
-	ctx, cancel := context.WithCancel(s.hard)
-	msg.SetContext(context.WithValue(withDelivery(ctx, dl), amqpDeliveryKey{}, &d))
+// cancel of its context (whose cause says why it ended: ErrChannelLost when
+// its channel is gone).
+func (s *Subscriber) message(d amqp.Delivery, topic string) (*message.Message, context.CancelCauseFunc) {
+	in := &inflight{d: deliveryOf(d, topic), raw: d, hasRaw: true}
+	msg := message.NewMessage(in.d.MessageID, d.Body)
+	msg.Metadata = message.Metadata(in.d.Headers) // shared: neither side changes it
+	ctx, cancel := context.WithCancelCause(s.hard)
+	msg.SetContext(withDelivery(ctx, in))
 	return msg, cancel
 }
 
 // AMQPDeliveryFrom returns the AMQP delivery a message's context (a
 // Subscriber's) belongs to.
 func AMQPDeliveryFrom(ctx context.Context) (*amqp.Delivery, bool) {
-	d, ok := ctx.Value(amqpDeliveryKey{}).(*amqp.Delivery)
-	return d, ok
+	if in := inflightOf(ctx); in != nil && in.hasRaw {
+		return &in.raw, true
+	}
+	return nil, false
 }

@@ -51,4 +51,8 @@ var (
 	// The notice is returned with the error, so the handler can record it
 	// and answer the gateway without granting anything.
 	ErrNotPaid = errors.New("paynotify: trade not paid")
+	// ErrNoKeys: the gateway of a record's channel has no keys
+	// configured (Gateways), so the callback in its rawBody cannot be
+	// verified.
+	ErrNoKeys = errors.New("paynotify: no keys configured for the gateway")
 )

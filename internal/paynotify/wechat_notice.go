@@ -142,7 +142,15 @@ func (v *WechatVerifier) VerifyWechat(header http.Header, rawBody []byte, now ti
 	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
 		return WechatNotice{}, fmt.Errorf("%w: wechat SHA256withRSA", ErrBadSignature)
 	}
+	return v.open(rawBody)
+}
 
+// open reads a notification body whose authenticity is established (by
+// its signature, or by the GCM tag alone: OpenWechat): the JSON and its id
+// (ErrMalformed), the resource decrypted (ErrDecrypt), the transaction
+// (ErrMalformed), mchid and appid when configured (ErrWrongMerchant,
+// ErrWrongApp), trade_state (ErrNotPaid, with the notice).
+func (v *WechatVerifier) open(rawBody []byte) (WechatNotice, error) {
 	var env wechatEnvelope
 	if err := json.Unmarshal(rawBody, &env); err != nil {
 		return WechatNotice{}, fmt.Errorf("%w: wechat body: %w", ErrMalformed, err)

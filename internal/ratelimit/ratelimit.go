@@ -45,10 +45,7 @@ func TakeToken(ctx context.Context, c redis.Scripter, key string, b Bucket, now 
 	if b.Capacity <= 0 || b.Window < time.Second {
 		return BucketResult{}, fmt.Errorf("ratelimit: token bucket %s: capacity %d per %s: want positive capacity and a window of 1s or more", key, b.Capacity, b.Window)
 	}
-	nowArg := ""
-	if !now.IsZero() {
-		nowArg = strconv.FormatInt(now.UnixMilli(), 10)
-	}
+	nowArg := clock(now)
 	windowS := int64(b.Window / time.Second)
 	refill := float64(b.Capacity) / float64(windowS) / 1000
 	ttl := max(30, windowS*2)
@@ -66,35 +63,52 @@ func TakeToken(ctx context.Context, c redis.Scripter, key string, b Bucket, now 
 // Window is the state of a fixed-window counter after an increment.
 type Window struct {
 	Count   int64
-	ResetIn time.Duration // until the window's counter expires
+	ResetIn time.Duration // until the window ends
+	// Ends is when the window ends, to the millisecond: which window the
+	// increment fell in, for GiveBackWindow.
+	Ends time.Time
 }
 
-// IncrWindow runs incr_window.lua: INCR key, and start the window's TTL on
-// the first increment only.
-func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.Duration) (Window, error) {
-	if window < time.Second {
-		return Window{}, fmt.Errorf("ratelimit: window %s: %s is shorter than a second", key, window)
+// IncrWindow runs incr_window.lua: INCR key, and start the window on the
+// first increment only; it ends window after that increment's now (the
+// Redis server's clock when now is zero), the counter's expiry. A counter
+// whose window ended by now is a new window, even before Redis drops it.
+func IncrWindow(ctx context.Context, c redis.Scripter, key string, window time.Duration, now time.Time) (Window, error) {
+	if window < time.Millisecond {
+		return Window{}, fmt.Errorf("ratelimit: window %s: %s is shorter than a millisecond", key, window)
 	}
-	vals, err := incrWindowScript.Run(ctx, c, []string{key}, int64(window/time.Second)).Int64Slice()
+	vals, err := incrWindowScript.Run(ctx, c, []string{key}, window.Milliseconds(), clock(now)).Int64Slice()
 	if err != nil {
 		return Window{}, fmt.Errorf("ratelimit: window %s: %w", key, err)
 	}
-	if len(vals) != 2 {
+	if len(vals) != 3 {
 		return Window{}, fmt.Errorf("ratelimit: window %s: unexpected result %v", key, vals)
 	}
-	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond}, nil
+	return Window{Count: vals[0], ResetIn: time.Duration(vals[1]) * time.Millisecond, Ends: time.UnixMilli(vals[2])}, nil
 }
 
-// GiveBackWindow runs giveback_window.lua: it takes back one count of an
-// IncrWindow on key, for a request that was counted and then refused; the
-// last count deletes the key. It returns the count left, or -1 when the
-// window had already expired (nothing to give back).
-func GiveBackWindow(ctx context.Context, c redis.Scripter, key string) (int64, error) {
-	n, err := givebackScript.Run(ctx, c, []string{key}).Int64()
+// GiveBackWindow runs giveback_window.lua: it takes back one count of the
+// IncrWindow that answered w on key, for a request that was counted and
+// then refused; the last count deletes the key. The count goes back to
+// w's window only: when that window has ended by now (the Redis server's
+// clock when now is zero), or key holds another window, nothing is given
+// back, so a window never takes back what an earlier one counted. It
+// returns the count left, or -1 when w's window is over.
+func GiveBackWindow(ctx context.Context, c redis.Scripter, key string, w Window, now time.Time) (int64, error) {
+	n, err := givebackScript.Run(ctx, c, []string{key}, w.Ends.UnixMilli(), clock(now)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("ratelimit: give back %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// clock is a script's now argument: epoch milliseconds, or "" for the
+// Redis server's clock.
+func clock(now time.Time) string {
+	if now.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(now.UnixMilli(), 10)
 }
 
 // Sliding is the state of a sliding-window limit after an event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eisland/isle/handlers"
 	"github.com/eisland/isle/internal/billing"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
@@ -40,6 +41,31 @@ func TestLostMessageIsChargedOnce(t *testing.T) {
 	require.Equal(t, "7.00000000", m.mysqlBalance(t, "lost").StringFixed(8))
 	bal, _ = m.svc.Balance(ctx, "lost")
 	require.Equal(t, "7.00000000", bal.StringFixed(8))
+}
+
+// The usage of a charge whose deduction message is lost while its usage
+// message arrives is counted once: the reconciler counts a pending
+// record's usage under the key the usage consumer gives the API's usage
+// message.
+func TestLostDeductionsUsageIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	m := newMoney(t)
+	ctx := context.Background()
+	_, err := store.NewAccounts(m.db).Create(ctx, "half", "", dec("10"))
+	require.NoError(t, err)
+	_, err = m.svc.Charge(ctx, billing.Request{ID: "r1", Username: "half", Model: "m", Tokens: billing.Tokens{Input: 3}})
+	require.NoError(t, err)
+	usage := store.NewUsageWriter(m.db, nil)
+	defer usage.Close()
+	recorder := handlers.NewUsageRecorder(usage, store.NewUsageStats(m.db, m.r), discard)
+	require.NoError(t, recorder.Handle(ctx, topology.AgentUsageStats{RequestID: "half:r1", ModelName: "m", InputTokens: 3}))
+
+	res := m.run(t)
+	require.Equal(t, 1, res.PendingApplied)
+	require.Zero(t, res.UsageCounted, "the consumer counted it")
+	var events int64
+	require.NoError(t, m.db.Model(&store.UsageEvent{}).Count(&events).Error)
+	require.EqualValues(t, 1, events)
 }
 
 // A quiet user whose balances differ gets an ADJUST row naming both values;

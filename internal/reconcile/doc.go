@@ -8,6 +8,6 @@
 // leader lease, so any number of replicas run each scheduled job once, and
 // a per-job lock keeps a run started by `reconcile -once` (or the operator
 // console's "run now") from overlapping the daemon's. A Runner runs a job
-// under that lock, and Runs records each run in MySQL (job_run): who
+// under that lock, and records each run in MySQL (store.JobRuns, job_run): who
 // started it, where it ran, when, and its result or error.
 package reconcile

@@ -37,7 +37,7 @@ const jobLockTTL = time.Minute
 // another of the same job, wherever each was started.
 type Runner struct {
 	Redis   *store.Redis
-	Runs    *Runs // nil: runs are not recorded
+	Runs    *store.JobRuns // nil: runs are not recorded
 	Metrics *Metrics
 	Log     *slog.Logger
 	Owner   string // this process, as job_run.owner records it
@@ -65,7 +65,7 @@ func (r Runner) Run(ctx context.Context, job Job, by string) (Result, error) {
 	began := time.Now()
 	var runID uint64
 	if r.Runs != nil {
-		if runID, err = r.Runs.start(ctx, job.Name(), by, r.Owner, began); err != nil {
+		if runID, err = r.Runs.Start(ctx, job.Name(), by, r.Owner, began); err != nil {
 			r.Log.Warn("job run not recorded", "job", job.Name(), "err", err)
 		}
 	}
@@ -73,7 +73,7 @@ func (r Runner) Run(ctx context.Context, job Job, by string) (Result, error) {
 	res, err := job.RunOnce(ctx)
 	took := time.Since(began)
 	if runID != 0 {
-		if rerr := r.Runs.finish(context.WithoutCancel(ctx), runID, job.Name(), began.Add(took), res, err); rerr != nil {
+		if rerr := r.Runs.Finish(context.WithoutCancel(ctx), runID, job.Name(), began.Add(took), end(res, err)); rerr != nil {
 			r.Log.Warn("job run's end not recorded", "job", job.Name(), "err", rerr)
 		}
 	}

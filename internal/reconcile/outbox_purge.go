@@ -3,7 +3,6 @@ package reconcile
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -69,22 +68,15 @@ func (r PurgeResult) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// RunOnce deletes the expired rows of each table. Each DELETE is a READ
-// COMMITTED transaction of its own: at REPEATABLE READ its range scan would
-// lock the gap where new outbox rows go, and hold up business inserts.
+// RunOnce deletes the expired rows of each table, a batch at a time
+// (store.PurgeOutbox).
 func (j *OutboxPurge) RunOnce(ctx context.Context) (Result, error) {
 	res := PurgeResult{Retention: j.cfg.Retention, Deleted: map[string]int64{}}
 	for _, table := range store.OutboxTables {
 		for ctx.Err() == nil {
-			var n int64
-			err := j.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				del := tx.Exec("DELETE FROM "+table+" WHERE published_at < NOW(6) - INTERVAL ? MICROSECOND ORDER BY published_at LIMIT ?",
-					j.cfg.Retention.Microseconds(), j.cfg.Batch)
-				n = del.RowsAffected
-				return del.Error
-			}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			n, err := store.PurgeOutbox(ctx, j.db, table, j.cfg.Retention, j.cfg.Batch)
 			if err != nil {
-				return res, fmt.Errorf("reconcile: purge %s: %w", table, err)
+				return res, fmt.Errorf("reconcile: %w", err)
 			}
 			res.Deleted[table] += n
 			j.m.add(j.Name(), table+"_deleted", int(n))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eisland/isle/internal/lease"
 	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/stretchr/testify/require"
@@ -38,9 +39,9 @@ func TestRunnerRecordsEachRun(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.MySQL(t)
 	rdb := storetest.Redis(t)
-	runs := reconcile.NewRuns(db)
+	runs := store.NewJobRuns(db)
 	runner := reconcile.Runner{Redis: rdb, Runs: runs, Log: discard, Owner: "reconcile@test pid 1"}
-	old := time.Now().Add(-reconcile.RunsRetention - time.Hour).UTC()
+	old := time.Now().Add(-store.JobRunsRetention - time.Hour).UTC()
 	require.NoError(t, db.Exec("INSERT INTO job_run (job, started_by, owner, started_at, outcome) VALUES ('count', 'schedule', 'gone', ?, 'ok')", old).Error)
 
 	res, err := runner.Run(ctx, stubJob{"count", func(context.Context) (reconcile.Result, error) { return countResult{Seen: 7}, nil }}, "console (alice)")
@@ -55,7 +56,7 @@ func TestRunnerRecordsEachRun(t *testing.T) {
 	require.Empty(t, last["other"])
 	require.Len(t, last["count"], 2, "the week-old run was deleted")
 	failed, ok := last["count"][0], last["count"][1]
-	require.Equal(t, reconcile.OutcomeOK, ok.Outcome)
+	require.Equal(t, store.JobOK, ok.Outcome)
 	require.Equal(t, "console (alice)", ok.StartedBy)
 	require.Equal(t, "reconcile@test pid 1", ok.Owner)
 	require.Equal(t, "seen 7", *ok.Summary)
@@ -63,7 +64,7 @@ func TestRunnerRecordsEachRun(t *testing.T) {
 	require.Nil(t, ok.Error)
 	require.NotNil(t, ok.FinishedAt)
 	require.GreaterOrEqual(t, ok.Took(), time.Duration(0))
-	require.Equal(t, reconcile.OutcomeError, failed.Outcome)
+	require.Equal(t, store.JobFailed, failed.Outcome)
 	require.Equal(t, "mysql went away", *failed.Error)
 	require.Equal(t, "seen 2", *failed.Summary)
 
@@ -89,7 +90,7 @@ func TestRunnerRecordsEachRun(t *testing.T) {
 	last, err = runs.Last(ctx, 10, "slow")
 	require.NoError(t, err)
 	require.Len(t, last["slow"], 1)
-	require.Equal(t, reconcile.OutcomeRunning, last["slow"][0].Outcome)
+	require.Equal(t, store.JobRunning, last["slow"][0].Outcome)
 	require.Nil(t, last["slow"][0].FinishedAt)
 	close(release)
 	require.NoError(t, <-done)

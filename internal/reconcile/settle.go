@@ -46,11 +46,12 @@ func (j *BalanceSync) applyPending(ctx context.Context, res *BalanceResult) erro
 	})
 }
 
-// pendingUsage is the usage a pending record carries, counted under the id
-// the API's usage message has, on the day of the request.
+// pendingUsage is the usage a pending record carries, counted under the key
+// the usage consumer gives the API's usage message, on the day of the
+// request.
 func pendingUsage(user string, e store.PendingDeduction) store.Usage {
 	u := e.Usage
-	return store.Usage{RequestID: user + ":" + e.ID, Model: u.Model, Day: e.At.In(topology.UTC8), InputTokens: u.Input,
+	return store.Usage{RequestID: store.RequestKey(store.UsageRequestID(user, e.ID), store.UsageKeyMax), Model: u.Model, Day: e.At.In(topology.UTC8), InputTokens: u.Input,
 		CachedTokens: u.Cached, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, CostMicroFen: u.CostMF}
 }
 

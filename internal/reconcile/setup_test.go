@@ -59,6 +59,12 @@ func (l directLedger) MarkSettled(ctx context.Context, entries ...store.EntryKey
 	return store.NewLedger(l.db).MarkSettled(ctx, entries...)
 }
 
+// NoteSettled writes the marks at once; one that fails is left to
+// balance-sync, as the worker's writer leaves it.
+func (l directLedger) NoteSettled(entries ...store.EntryKey) {
+	_ = l.MarkSettled(context.Background(), entries...)
+}
+
 func newMoney(t *testing.T) *money {
 	t.Helper()
 	db := storetest.MySQL(t)

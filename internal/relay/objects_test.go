@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,4 +107,31 @@ func TestObjectRowsCreateOneTaskEach(t *testing.T) {
 	require.Equal(t, first.Body, again.Body, "the same task id")
 	require.Equal(t, first.MessageId, again.MessageId, "a duplicate a consumer can tell")
 	require.EqualValues(t, avatarPriority, again.Priority)
+}
+
+// An object_outbox row's headers (the upload's trace context) go out with
+// its replication; headers that are not a JSON object park the row.
+func TestObjectRowsCarryTheirHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	dom := b.domain(t, topology.DomainObjectReplication)
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var ids []uint64
+	for i, headers := range []string{`{"traceparent":"` + traceparent + `"}`, "not json"} {
+		obj := store.StoredObject{OwnerUsername: "u", Kind: "avatar", ObjectKey: fmt.Sprintf("avatar/h%d", i), SizeBytes: 1,
+			SHA256: fmt.Sprintf("%064d", i), SourceURL: "file:///src/avatar"}
+		require.NoError(t, b.db.Create(&obj).Error)
+		row := store.ObjectOutbox{ObjectID: obj.ID, EventType: "REPLICATE", Priority: avatarPriority, Headers: headers}
+		row.AvailableAt = time.Now().UTC().Add(-time.Second)
+		require.NoError(t, b.db.Create(&row).Error)
+		ids = append(ids, row.ID)
+	}
+	c := b.consume(t, dom.Queue)
+	res, err := b.relay(t, b.pub, relay.Config{}).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, relay.TableResult{Claimed: 2, Published: 1, Parked: 1}, res["object_outbox"])
+	require.Eventually(t, func() bool { _, n := c.counts(); return n == 1 }, 10*time.Second, poll)
+	require.Equal(t, traceparent, c.deliveries()[0].Headers["traceparent"], "no tracer here: the context passes as it came")
+	require.Equal(t, 1, b.count(t, "SELECT COUNT(*) FROM object_outbox WHERE id = ? AND parked_at IS NOT NULL AND last_error LIKE '%headers%'", ids[1]))
 }

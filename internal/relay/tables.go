@@ -128,7 +128,8 @@ type taskSource struct {
 	ObjectID  uint64
 	Priority  uint8
 	TraceID   string
-	SourceURL *string // nil: the object is gone
+	Headers   map[string]string // the trace context of the upload that queued it
+	SourceURL *string           // nil: the object is gone
 	SHA256    *string
 }
 
@@ -139,10 +140,11 @@ func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
 		ObjectID  uint64  `gorm:"column:object_id"`
 		Priority  uint8   `gorm:"column:priority"`
 		TraceID   string  `gorm:"column:trace_id"`
+		Headers   string  `gorm:"column:headers"`
 		SourceURL *string `gorm:"column:source_url"`
 		SHA256    *string `gorm:"column:sha256"`
 	}
-	err := tx.Raw(`SELECT o.id, o.attempts, o.object_id, o.priority, o.trace_id, s.source_url, s.sha256
+	err := tx.Raw(`SELECT o.id, o.attempts, o.object_id, o.priority, o.trace_id, o.headers, s.source_url, s.sha256
 		FROM object_outbox o LEFT JOIN stored_object s ON s.id = o.object_id WHERE o.id IN ? ORDER BY o.id`, ids).Scan(&rows).Error
 	if err != nil {
 		return nil, err
@@ -154,6 +156,8 @@ func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
 		}}
 		if row.SourceURL == nil || row.SHA256 == nil {
 			items[i].err = cannotPublish(fmt.Errorf("relay: object_outbox %d: object %d does not exist", row.ID, row.ObjectID))
+		} else if items[i].task.Headers, err = decodeHeaders(row.Headers); err != nil {
+			items[i].err = cannotPublish(fmt.Errorf("relay: object_outbox %d: headers: %w", row.ID, err))
 		}
 	}
 	return items, nil
@@ -216,7 +220,7 @@ func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
 		return messaging.Outgoing{}, cannotPublish(err)
 	}
 	return messaging.Outgoing{
-		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID,
+		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID, Headers: it.task.Headers,
 		MessageID: store.ReplicationMessageID(uint64(task)), // the backfill republishes with the same id
 		Priority:  min(it.task.Priority, uint8(o.domain.MaxPriority)),
 	}, nil

@@ -1,5 +1,6 @@
 // Package sqltx runs MySQL transactions through gorm: Transact commits or
-// rolls back and re-runs one that hit a deadlock or a lock-wait timeout;
+// rolls back and re-runs one that hit a deadlock or a lock-wait timeout,
+// Retry does the same for a single statement;
 // the error helpers tell those and unique-key violations apart. It knows
 // nothing of Isle.
 package sqltx
@@ -42,18 +43,33 @@ func Transact(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err
 		}
 		span.End()
 	}()
-	for ; ; attempt++ {
-		err = db.WithContext(ctx).Transaction(fn)
-		if err == nil || !Retryable(err) || attempt == transactAttempts {
-			break
+	return retrying(ctx, "transaction", &attempt, func() error { return db.WithContext(ctx).Transaction(fn) })
+}
+
+// Retry runs fn, one statement in its own (autocommit) transaction, and
+// runs it again after a deadlock or lock-wait timeout, as Transact does a
+// transaction: for a single statement that may be a deadlock's victim, at
+// the cost of one round trip rather than Transact's three.
+func Retry(ctx context.Context, fn func() error) error {
+	attempt := 1
+	return retrying(ctx, "statement", &attempt, fn)
+}
+
+// retrying runs fn until it succeeds, fails with an error that is not
+// Retryable, or has been run transactAttempts times, with a short
+// back-off; *attempt counts the runs.
+func retrying(ctx context.Context, what string, attempt *int, fn func() error) error {
+	for ; ; *attempt++ {
+		err := fn()
+		if err == nil || !Retryable(err) || *attempt == transactAttempts {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sqltx: transaction: %w (after %v)", ctx.Err(), err)
-		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+			return fmt.Errorf("sqltx: %s: %w (after %v)", what, ctx.Err(), err)
+		case <-time.After(time.Duration(*attempt**attempt) * 5 * time.Millisecond):
 		}
 	}
-	return err
 }
 
 // tracerName is the instrumentation scope of the transactions' spans

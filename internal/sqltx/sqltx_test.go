@@ -9,6 +9,7 @@ import (
 
 	"github.com/eisland/isle/internal/sqltx"
 	"github.com/eisland/isle/store/storetest"
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 )
@@ -69,4 +70,30 @@ func TestTransactRetriesDeadlocks(t *testing.T) {
 	var total float64
 	require.NoError(t, db.Raw("SELECT SUM(balance_fen) FROM user_account").Scan(&total).Error)
 	require.EqualValues(t, 4, total, "each transfer applied once")
+}
+
+// Retry runs a statement again after a deadlock or a lock-wait timeout, up
+// to the attempts Transact has, and not after any other error.
+func TestRetryRunsAStatementAgainOnlyWhenRetryable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var runs int
+	failing := func(errs ...error) func() error {
+		runs = 0
+		return func() error {
+			runs++
+			if runs <= len(errs) {
+				return errs[runs-1]
+			}
+			return nil
+		}
+	}
+	deadlock, timeout := &mysql.MySQLError{Number: sqltx.ErrNumDeadlock}, &mysql.MySQLError{Number: sqltx.ErrNumLockTimeout}
+	require.NoError(t, sqltx.Retry(ctx, failing(deadlock, timeout)))
+	require.Equal(t, 3, runs)
+	require.ErrorIs(t, sqltx.Retry(ctx, failing(deadlock, deadlock, deadlock, deadlock, deadlock, deadlock)), deadlock)
+	require.Equal(t, 5, runs, "given up after five")
+	other := &mysql.MySQLError{Number: sqltx.ErrNumDuplicate}
+	require.ErrorIs(t, sqltx.Retry(ctx, failing(other)), other)
+	require.Equal(t, 1, runs)
 }

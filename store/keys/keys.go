@@ -5,6 +5,8 @@ import "time"
 // TTLs and limits that callers apply (doc/keys.md).
 const (
 	VerifyCodeTTL      = 5 * time.Minute
+	CodeMailSentTTL    = 2 * VerifyCodeTTL // past VerifyCodeTTL the consumer drops the message anyway
+	CodeMailLockTTL    = 30 * time.Second
 	VerifyCooldownTTL  = 60 * time.Second
 	VerifyMaxAttempts  = 5
 	VerifyRateIPTTL    = time.Hour
@@ -37,7 +39,9 @@ var (
 	VerifyCooldown      = family("verify:cooldown:{scene}:{email}", DBVerify, VerifyCooldownTTL, false)
 	VerifyRateIP        = family("verify:rate:ip:{ip}", DBVerify, VerifyRateIPTTL, false)
 	VerifyRateHour      = family("verify:rate:email:hour:{email}", DBVerify, VerifyRateHourTTL, false)
-	VerifyRateDay       = family("verify:rate:email:day:{email}", DBVerify, 0, false) // expires at the end of the UTC+8 day
+	VerifyRateDay       = family("verify:rate:email:day:{email}", DBVerify, 0, false)                // expires at the end of the UTC+8 day
+	CodeMailSent        = family("verify:mail:sent:{dispatchKey}", DBVerify, CodeMailSentTTL, false) // Isle's own: the Spring backend has no such key
+	CodeMailLock        = family("verify:mail:lock:{dispatchKey}", DBVerify, CodeMailLockTTL, false) // Isle's own: the Spring backend has no such key
 	IdentityRate        = family("identity:rate:{username}", DBIdentity, IdentityRateTTL, false)
 	IdentityVerified    = family("identity:verified:{username}", DBIdentity, IdentityStatusTTL, true)
 	LoginFailures       = family("auth:limit:login:failures:{key}", DBAuthSecurity, 15*time.Minute, false)
@@ -73,8 +77,7 @@ var (
 	HighScore           = family("mg:score:high:{gameId}:{userId}", DBMiniGame, HighScoreTTL, true)
 	Leaderboard         = family("mg:score:leaderboard:{gameId}", DBMiniGame, 0, false)
 	UserMeta            = family("mg:score:user-meta:{gameId}:{userId}", DBMiniGame, UserMetaTTL, true)
-	ScoreSubmitOnce     = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false)
-	ScoreConsumeOnce    = family("mg:score:consume:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false) // set after the work, not before
+	ScoreSubmitOnce     = family("mg:score:idempotency:{submitId}", DBMiniGame, ScoreSubmitTTL, false) // read only: an earlier API's claims, until they expire (ScoreClaim)
 	ScoreLock           = family("mg:score:lock:{gameId}:{userId}", DBMiniGame, ScoreLockTTL, false)
 	ScoreSubmitRate     = family("mg:score:submit:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
 	LeaderboardRefresh  = family("mg:score:leaderboard:refresh:rate:{gameId}:{userId}", DBMiniGame, ScoreRateWindow, false)
@@ -84,6 +87,13 @@ var (
 
 	// DB 14: a session a score was accepted on (the session's life at most).
 	GameSessionUsed = family("mg:score:session-used:{gameId}:{userId}:{sessionId}", DBMiniGame, GameSessionTTL, false) // Isle's own: the Spring backend has no such key
+
+	// DB 14: a submit id's claim by the API and its run applied by the
+	// consumer, each per user: the Spring backend's mg:score:idempotency
+	// and mg:score:consume:idempotency are one per submit id, whoever sent
+	// it, so one user could take another's id ahead of them (doc/games.md).
+	ScoreClaim   = family("mg:score:claim:{userId}:{submitId}", DBMiniGame, ScoreSubmitTTL, false)   // Isle's own: the Spring backend has no such key
+	ScoreApplied = family("mg:score:applied:{userId}:{submitId}", DBMiniGame, ScoreSubmitTTL, false) // Isle's own: set after the work, not before
 )
 
 // AgentBalance is the hot balance of a user, a decimal string with 8 places.

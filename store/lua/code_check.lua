@@ -1,5 +1,5 @@
 -- code_check.lua — check an email verification code against its HMAC
--- (seed 000, DB 2): the code is used up by a match, and locked after the
+-- (doc/keys.md, database 2): the code is used up by a match, and locked after the
 -- allowed number of wrong attempts.
 --
 -- KEYS[1] verify:code:{scene}:{email}

@@ -1,4 +1,4 @@
--- code_issue.lua — issue an email verification code (seed 000, DB 2), or
+-- code_issue.lua — issue an email verification code (doc/keys.md, database 2), or
 -- say which limit refuses it. Every check comes before any change, so a
 -- refused request counts against no limit; then the counters go up, the
 -- code's hash replaces any earlier one with a fresh attempt count, and the

@@ -3,7 +3,7 @@
 -- client's retry is accepted), each only while it still holds this run's
 -- acceptance.
 --
--- KEYS[1] mg:score:idempotency:{submitId}
+-- KEYS[1] mg:score:claim:{userId}:{submitId}
 -- KEYS[2] mg:score:session-used:{gameId}:{userId}:{sessionId}
 -- ARGV[1] the acceptance the claim stored
 -- Returns how many of the two keys it deleted.

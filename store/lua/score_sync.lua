@@ -1,5 +1,5 @@
 -- score_sync.lua — reflects a user's best run, as MySQL holds it, in the
--- game's Redis keys (seed 000, DB 14). A run is better than another when its
+-- game's Redis keys (doc/keys.md, database 14). A run is better than another when its
 -- score is higher or, the scores equal, it was achieved first. The script
 -- only ever moves the keys to a better run, so syncs that arrive out of
 -- order leave the best one, and the leaderboard is touched only while it

@@ -1,4 +1,4 @@
--- Agent money (SPEC 6): the durable balance and its append-only ledger,
+-- Agent money (doc/money.md): the durable balance and its append-only ledger,
 -- model pricing and usage statistics.
 
 -- +goose Up

@@ -1,4 +1,4 @@
--- Payments (SPEC 4.2): orders and the gateway notifications applied to them.
+-- Payments (doc/payments.md): orders and the gateway notifications applied to them.
 
 -- +goose Up
 CREATE TABLE payment_order (

@@ -1,4 +1,4 @@
--- Dead messages (SPEC 2, seed 002 "DLQ Persistence"): each DLQ consumer stores
+-- Dead messages (doc/messaging.md, "Dead messages"): each DLQ consumer stores
 -- what reached its DLQ. dedup_key (SHA-256 of queue, message id and body) makes a
 -- redelivered dead message one row; replayed_at and replay_count serve `islectl dlq replay`.
 

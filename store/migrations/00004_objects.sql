@@ -1,4 +1,4 @@
--- Object replication (SPEC 4.4): stored objects, the outbox the relay drains,
+-- Object replication (doc/objects.md): stored objects, the outbox the relay drains,
 -- the replication tasks it creates, and the log of dead replication messages.
 
 -- +goose Up

@@ -1,4 +1,4 @@
--- Identity verification (SPEC 4.4) and mini game scores (SPEC 4.5).
+-- Identity verification and mini game scores (doc/games.md).
 
 -- +goose Up
 CREATE TABLE identity_verification (

@@ -1,4 +1,4 @@
--- The generic outbox (SPEC 4.4): messages written inside a business
+-- The generic outbox (doc/outbox.md): messages written inside a business
 -- transaction (e.g. a payment receipt) and published by cmd/relay after
 -- commit. domain names the topology domain, so the exchange and routing key
 -- follow the configured prefix at publish time.

@@ -1,4 +1,4 @@
--- Banned users (SPEC 3, seed 000 DB 9). The API checks the Redis Bloom
+-- Banned users (doc/keys.md, database 9). The API checks the Redis Bloom
 -- bitmap and exact set; this table is their durable source, so a Redis that
 -- lost its data gets them back.
 

@@ -1,4 +1,4 @@
--- Two additions to the ledger (SPEC 6):
+-- Two additions to the ledger (doc/money.md):
 --
 -- shortfall_fen: a deduction the MySQL balance could not cover in full (money
 -- spent twice after a Redis loss) keeps the amount actually taken and the

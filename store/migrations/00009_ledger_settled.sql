@@ -1,4 +1,4 @@
--- settled_at: when the Redis balance was made to reflect the entry (SPEC 6).
+-- settled_at: when the Redis balance was made to reflect the entry (doc/money.md).
 -- The record lives in MySQL, not only in an expiring Redis marker, so an
 -- entry is settled once however late it is redelivered or re-credited, and
 -- balance-sync settles the entries a crash left unsettled before it compares.

@@ -1,5 +1,5 @@
 -- Two columns that let a deduction be told apart from another charge of
--- the same request id (SPEC 6.8):
+-- the same request id (doc/money.md):
 --
 -- pending_ref: the nonce of the hot-balance charge the row records (the
 -- API draws one per charge; deduct.lua keeps it in the pending record and

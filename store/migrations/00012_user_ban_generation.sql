@@ -1,4 +1,4 @@
--- The generation of the ban list (SPEC 6.7: a Redis that comes back behind
+-- The generation of the ban list (doc/keys.md: a Redis that comes back behind
 -- MySQL gets its recent bans back). Every ban and unban adds one to it in
 -- the transaction that changes user_ban, and writes the new value to Redis
 -- (user:ban:generation) with the change. The API compares the two every few

@@ -1,5 +1,5 @@
 -- hot_entries counts a user's ledger entries that are written unsettled, to
--- be settled into the Redis balance (SPEC 6.7): the deductions Isle took in
+-- be settled into the Redis balance (doc/money.md): the deductions Isle took in
 -- Redis and the recharges. It moves in the transaction that inserts such an
 -- entry. Redis keeps its own count, agent:balance-entries:{username}: the
 -- number its balance reflects, set by an initialisation to what it read here

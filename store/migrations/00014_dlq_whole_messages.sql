@@ -1,4 +1,4 @@
--- Dead messages are kept whole (SPEC 2; doc/messaging.md "Dead messages").
+-- Dead messages are kept whole (doc/messaging.md, "Dead messages").
 -- INSERT IGNORE had turned "data too long" into a warning: a 70 KB header was
 -- stored cut to the 64 KB of the TEXT column, and a body larger than the
 -- server's max_allowed_packet could not be stored at all. Now a body or

@@ -1,4 +1,4 @@
--- The receipt consumer sends one receipt mail per order (SPEC 4.2): it
+-- The receipt consumer sends one receipt mail per order (doc/payments.md): it
 -- records the send on the order, and a redelivered receipt message finds it.
 -- Notifications are looked up by order for an operator's view of a payment.
 

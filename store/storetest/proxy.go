@@ -18,6 +18,7 @@ type Proxy struct {
 	down     bool
 	resumed  *sync.Cond
 	conns    []net.Conn
+	dial     func(network, addr string) (net.Conn, error) // net.Dial; tests of the proxy hold it
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream
@@ -29,15 +30,22 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 	if err != nil {
 		t.Fatalf("storetest: proxy: %v", err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream}
+	p := newProxy(ln, upstream, net.Dial)
+	t.Cleanup(p.close)
+	return p
+}
+
+func newProxy(ln net.Listener, upstream string, dial func(network, addr string) (net.Conn, error)) *Proxy {
+	p := &Proxy{ln: ln, upstream: upstream, dial: dial}
 	p.resumed = sync.NewCond(&p.mu)
 	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.Resume()
-		p.Cut()
-	})
 	return p
+}
+
+func (p *Proxy) close() {
+	_ = p.ln.Close()
+	p.Resume()
+	p.Cut()
 }
 
 // Addr is the proxy's host:port.
@@ -91,24 +99,38 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		refused := p.down
-		p.mu.Unlock()
-		if refused {
+		if p.isDown() {
 			_ = down.Close()
 			continue
 		}
-		up, err := net.Dial("tcp", p.upstream)
+		up, err := p.dial("tcp", p.upstream)
 		if err != nil {
 			_ = down.Close()
 			continue
 		}
+		// Down may have come while the upstream was dialled: its Cut did
+		// not see this pair, so it is checked again with the pair added
+		// under the same lock, or a connection would outlive Down.
 		p.mu.Lock()
-		p.conns = append(p.conns, down, up)
+		refused := p.down
+		if !refused {
+			p.conns = append(p.conns, down, up)
+		}
 		p.mu.Unlock()
+		if refused {
+			_ = down.Close()
+			_ = up.Close()
+			continue
+		}
 		go p.pipe(up, down)
 		go p.pipe(down, up)
 	}
+}
+
+func (p *Proxy) isDown() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {

@@ -50,7 +50,7 @@ func NewConsole(cfg config.Console, amqp config.AMQP, prefix, binary string, d C
 	}
 	deps := console.Deps{
 		DB: d.DB, Redis: d.Redis, Topology: d.Topology, Broker: admin, Jobs: list, Probes: cfg.Probes, Log: d.Log,
-		Runner:   reconcile.Runner{Redis: d.Redis, Runs: reconcile.NewRuns(d.DB), Log: d.Log, Owner: ProcessName(binary)},
+		Runner:   reconcile.Runner{Redis: d.Redis, Runs: store.NewJobRuns(d.DB), Log: d.Log, Owner: ProcessName(binary)},
 		Operator: d.Operator, CSRFKey: d.CSRFKey,
 	}
 	if d.Publisher != nil {

@@ -22,6 +22,16 @@ type Needs struct {
 	// make sure it exists (topology.Ensure), which the least RabbitMQ
 	// permissions of the other binaries allow (doc/deploy.md).
 	Declare bool
+	// Payments are the gateways' keys, to verify the callbacks of paid
+	// notifications without an amount with (the worker).
+	Payments *config.Payments
+}
+
+// PaymentProofs verifies the gateway callback in a PaymentNotifyMessage's
+// rawBody (config.Payments.Gateways builds one; handlers.PaymentProofs is
+// what the notify consumer takes).
+type PaymentProofs interface {
+	VerifyRecord(channel, rawBody string) (topology.PaymentNotify, error)
 }
 
 // Deps are a binary's open services. Fields a binary did not need are nil.
@@ -30,17 +40,26 @@ type Deps struct {
 	Redis    *store.Redis
 	AMQP     *amqp.Connection
 	Topology *topology.Topology
+	Payments PaymentProofs // the gateways' verifiers, those configured (Needs.Payments)
 	closers  []func() error
 }
 
-// Open opens what n asks for, in order MySQL (schema checked), Redis
-// (volatile keys cleaned), RabbitMQ (topology declared, or ensured). On error it closes
-// whatever it had opened.
+// Open opens what n asks for, in order the gateways' verifiers (their keys
+// parsed), MySQL (schema checked), Redis (volatile keys cleaned), RabbitMQ
+// (topology declared, or ensured). On error it closes whatever it had
+// opened.
 func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
 	d := &Deps{}
 	fail := func(err error) (*Deps, error) {
 		_ = d.Close()
 		return nil, err
+	}
+	if n.Payments != nil {
+		g, err := n.Payments.Gateways()
+		if err != nil {
+			return fail(err)
+		}
+		d.Payments = g
 	}
 	if n.MySQL != nil {
 		db, err := OpenMySQL(ctx, log, *n.MySQL)

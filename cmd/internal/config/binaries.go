@@ -9,7 +9,6 @@ import (
 
 	"github.com/eisland/isle/internal/httpapi"
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/reconcile"
 	"github.com/eisland/isle/internal/relay"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
@@ -52,6 +51,7 @@ type HTTP struct {
 	CodePepper        string // "" = derived from the token key
 
 	ScoreSubmitPerMinute int // mini game score submissions per user and game in a minute
+	UsageBatchMax        int // most usages a POST /v1/agent/usage/batch takes
 }
 
 func loadHTTP(l *loader) HTTP {
@@ -70,6 +70,8 @@ func loadHTTP(l *loader) HTTP {
 			"Key of the HMAC that email verification codes are kept as in Redis (verify:code); empty: one derived from the token key. Changing it voids the codes in flight."),
 		ScoreSubmitPerMinute: l.Int("GAME_SCORE_SUBMIT_PER_MINUTE", httpapi.ScoreSubmitPerMinuteDefault, 1, 1_000_000,
 			"Mini game score submissions a user may make per game in a minute (mg:score:submit:rate, INCR+EXPIRE); more are answered 429 with Retry-After. The Spring backend's limit is 10; raise it for load tests."),
+		UsageBatchMax: l.Int("AGENT_USAGE_BATCH_MAX", httpapi.UsageBatchMaxDefault, 1, httpapi.UsageBatchMaxLimit,
+			"Most usage items one POST /v1/agent/usage/batch takes (413 above it); its body may be 1 KiB an item."),
 	}
 	h.Proxies, h.TrustProxyOld = loadProxies(l)
 	h.PublicMetrics = apiMetricsPublic(l)
@@ -117,15 +119,20 @@ func reconcileOpsAddr(l *loader) string {
 	return l.OptionalAddr("RECONCILE_OPS_ADDR", "127.0.0.1:9092", "Address of the reconciler's /healthz and /metrics; empty to serve none. "+opsAddrDoc("9092"))
 }
 
-// Worker is the configuration of cmd/worker.
+// Worker is the configuration of cmd/worker. Payments are the gateways'
+// keys, the API's variables: the payment-notify consumer verifies with them
+// the callback in the rawBody of a paid notification without its amount
+// (doc/payments.md). Dev is ISLE_DEV, without which test keys are refused.
 type Worker struct {
-	Log     Log
-	MySQL   store.MySQLConfig
-	Redis   Redis
-	AMQP    AMQP
-	Worker  WorkerSection
-	Objects Objects
-	Mail    Mail
+	Log      Log
+	MySQL    store.MySQLConfig
+	Redis    Redis
+	AMQP     AMQP
+	Worker   WorkerSection
+	Objects  Objects
+	Mail     Mail
+	Payments Payments
+	Dev      bool
 }
 
 // WorkerSection holds the consumer settings.
@@ -152,7 +159,7 @@ func loadWorker(l *loader) WorkerSection {
 		Prefetch: l.Int("WORKER_PREFETCH", messaging.PrefetchDefault, 1, 65535,
 			"Unacknowledged deliveries each consuming channel may hold (AMQP prefetch): as the Router handles each in its own goroutine, a queue has up to channels × prefetch messages in its handlers at once."),
 		Batch: l.Int("WORKER_BATCH", store.WriterBatchMax, 1, 1000,
-			"Group commit of the agent-billing and agent-usage-stats consumers: their channels hold at least twice this many deliveries (WORKER_PREFETCH if larger), so that the messages in flight share MySQL transactions and Redis pipelines of up to 100."),
+			"Group commit of the agent-billing and agent-usage-stats consumers: each of their channels holds this many deliveries (WORKER_PREFETCH if larger), so that the messages in flight share MySQL transactions and Redis pipelines of up to 100."),
 		HandlerTimeout: l.Duration("WORKER_HANDLER_TIMEOUT", messaging.HandlerTimeoutDefault, time.Second, 25*time.Minute,
 			"Longest one handler call may run; keep it under RabbitMQ's consumer_timeout (30 min)."),
 		ShutdownTimeout: l.Duration("WORKER_SHUTDOWN_TIMEOUT", messaging.ShutdownTimeoutDefault, time.Second, 10*time.Minute,
@@ -178,12 +185,24 @@ func loadWorker(l *loader) WorkerSection {
 	}
 	w.Subscriber = l.OneOf("WORKER_SUBSCRIBER", SubscriberIsle, []string{SubscriberIsle, SubscriberWatermillAMQP},
 		"What consumes the queues for the worker's handlers: isle (internal/messaging's subscriber), or watermill-amqp (watermill-amqp/v3's subscriber, with the same channels, prefetch, handlers and middleware). "+
-			"watermill-amqp exists only to compare the two (`islectl bench`, doc/messaging.md) and is much slower: each of its channels hands out one delivery at a time and waits for its ack before the next.")
+			"watermill-amqp exists only to compare the two (`islectl bench`, doc/messaging.md) and is much slower: each of its channels hands out one delivery at a time and waits for its ack before the next. "+
+			"It is refused without ISLE_BENCH=1: it tells no redelivery apart, so a redelivered message without an id (a Spring producer's) would be applied twice.")
+	bench := l.Bool("ISLE_BENCH", false,
+		"Set by `islectl bench` for the processes it starts: lets the worker run WORKER_SUBSCRIBER=watermill-amqp, which is unsafe for real traffic.")
+	if w.Subscriber == SubscriberWatermillAMQP && !bench {
+		l.failf("WORKER_SUBSCRIBER", w.Subscriber, "watermill-amqp gives each delivery a new id and no redelivered flag, so a redelivered message without an id would be applied twice: it is for `islectl bench` only (ISLE_BENCH=1)")
+	}
 	return w
 }
 
 func loadWorkerConfig(l *loader) Worker {
-	return Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l), Objects: loadObjects(l), Mail: loadMail(l)}
+	w := Worker{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedis(l), AMQP: loadAMQP(l), Worker: loadWorker(l), Objects: loadObjects(l), Mail: loadMail(l),
+		Payments: loadPayments(l), Dev: loadDev(l)}
+	w.Payments.refuseTestKeys(l, w.Dev)
+	if _, err := w.Payments.Gateways(); err != nil { // the keys are checked with every other variable
+		l.errs = append(l.errs, err)
+	}
+	return w
 }
 
 // LoadWorker reads the configuration of cmd/worker.
@@ -235,107 +254,6 @@ func loadRelayConfig(l *loader) Relay {
 // LoadRelay reads the configuration of cmd/relay.
 func LoadRelay(lookupEnv func(string) (string, bool)) (Relay, error) {
 	return load(lookupEnv, loadRelayConfig)
-}
-
-// Reconcile is the configuration of cmd/reconcile.
-type Reconcile struct {
-	Log       Log
-	MySQL     store.MySQLConfig
-	Redis     Redis
-	AMQP      AMQP
-	Reconcile ReconcileSection
-}
-
-// ReconcileSection holds the cron jobs' settings.
-type ReconcileSection struct {
-	OpsAddr             string
-	LeaseTTL            time.Duration
-	BalanceSyncSchedule string
-	BalanceSync         reconcile.BalanceSyncConfig
-	BackfillEnabled     bool
-	BackfillInterval    time.Duration
-	Backfill            reconcile.BackfillConfig
-	ReplayEnabled       bool
-	ReplayBatchSize     int
-	ReplayInterval      time.Duration
-	OutboxPurgeSchedule string
-	OutboxPurge         reconcile.OutboxPurgeConfig
-}
-
-func loadReconcile(l *loader) ReconcileSection {
-	r := ReconcileSection{
-		OpsAddr:  reconcileOpsAddr(l),
-		LeaseTTL: l.Duration("RECONCILE_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute, "TTL of the leader lease; the leader renews it at a third. A leader that cannot renew it stops running jobs."),
-		BalanceSyncSchedule: l.String("BALANCE_SYNC_SCHEDULE", "@every 30m",
-			"When balance-sync runs: cron with optional seconds (\"0 */30 * * * *\") or a descriptor (\"@every 30m\"); \"off\" disables it."),
-		BalanceSync: reconcile.BalanceSyncConfig{
-			PendingAge: l.Duration("BALANCE_SYNC_PENDING_AGE", reconcile.PendingAgeDefault, time.Millisecond, 24*time.Hour,
-				"balance-sync applies pending deductions older than this (their message is late or was lost)."),
-			Quiet: l.Duration("BALANCE_SYNC_QUIET_PERIOD", reconcile.QuietDefault, time.Millisecond, 24*time.Hour,
-				"balance-sync compares only users without ledger entries this recent."),
-			Batch: l.Int("BALANCE_SYNC_BATCH", reconcile.BatchDefault, 1, 10000, "Users per SCAN batch, pipeline and SQL statement in balance-sync."),
-			ConfirmDelay: l.Duration("BALANCE_SYNC_CONFIRM_DELAY", reconcile.ConfirmDelayDefault, 0, time.Hour,
-				"How long a drift balance-sync would ADJUST waits, after which it asks again whether a billing message is queued, "+
-					"unacknowledged or dead (RABBITMQ_MANAGEMENT_URL) and reads the user again; longer than a producer takes to publish "+
-					"and than the broker's statistics lag (5 s). 0 asks once, with no wait."),
-		},
-		BackfillEnabled: l.Bool("OBJECT_REPLICATION_BACKFILL_ENABLED", false,
-			"Schedule replication-backfill, which republishes the replication tasks stuck pending or failed (`reconcile -once replication-backfill` runs it either way)."),
-		BackfillInterval: l.Millis("OBJECT_REPLICATION_BACKFILL_INTERVAL_MS", 5*time.Second, 100*time.Millisecond, 24*time.Hour,
-			"How often replication-backfill runs, in ms."),
-		Backfill: reconcile.BackfillConfig{
-			StuckAfter: l.Millis("OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS", reconcile.BackfillStuckAfterDefault, time.Second, 30*24*time.Hour,
-				"replication-backfill republishes a pending or failed task not updated for this long, in ms (600000: 10 min); "+
-					"longer than a message waits in the replication queue and a copy takes, and than OBJECT_REPLICATION_RETRY_DELAY_MS."),
-			Batch: l.Int("OBJECT_REPLICATION_BACKFILL_BATCH_SIZE", reconcile.BackfillBatchDefault, 1, 10000,
-				"Replication tasks replication-backfill republishes at most per run, lowest id first."),
-		},
-		ReplayEnabled:   l.Bool("OBJECT_REPLICATION_DLQ_REPLAY_ENABLED", false, "Enable the dlq-replay job, which republishes stored dead replication messages."),
-		ReplayBatchSize: l.Int("OBJECT_REPLICATION_DLQ_REPLAY_BATCH_SIZE", 100, 1, 10000, "Dead messages replayed per run."),
-		ReplayInterval: l.Millis("OBJECT_REPLICATION_DLQ_REPLAY_INTERVAL_MS", 15*time.Second, 100*time.Millisecond, 24*time.Hour,
-			"DLQ replay interval in ms."),
-		OutboxPurgeSchedule: l.String("OUTBOX_PURGE_SCHEDULE", "@every 1h",
-			"When outbox-purge runs (the published rows of outbox and object_outbox): cron or a descriptor, as BALANCE_SYNC_SCHEDULE; \"off\" disables it."),
-		OutboxPurge: reconcile.OutboxPurgeConfig{
-			Retention: l.Duration("OUTBOX_PURGE_RETENTION", reconcile.OutboxRetentionDefault, time.Minute, 10*365*24*time.Hour,
-				"outbox-purge deletes outbox rows published longer ago than this (168h: a week to look into what was sent); rows not published are never deleted."),
-			Batch: l.Int("OUTBOX_PURGE_BATCH", reconcile.OutboxPurgeBatchDefault, 1, 100000,
-				"Rows outbox-purge deletes per statement (each a short transaction of its own)."),
-		},
-	}
-	if r.BalanceSync.ConfirmDelay == 0 {
-		r.BalanceSync.ConfirmDelay = -1 // set to 0: no wait (a zero field would take the default)
-	}
-	if r.BalanceSyncSchedule != "off" {
-		if _, err := reconcile.Parser.Parse(r.BalanceSyncSchedule); err != nil {
-			l.failf("BALANCE_SYNC_SCHEDULE", r.BalanceSyncSchedule, "not a schedule: %v", err)
-		}
-	}
-	if r.OutboxPurgeSchedule != "off" {
-		if _, err := reconcile.Parser.Parse(r.OutboxPurgeSchedule); err != nil {
-			l.failf("OUTBOX_PURGE_SCHEDULE", r.OutboxPurgeSchedule, "not a schedule: %v", err)
-		}
-	}
-	return r
-}
-
-// loadReconcileConfig reads the reconciler's Redis section without the
-// start-up cleanup: it uses none of the volatile caches, which belong to the
-// API and the worker, and must not empty theirs at each start or -once run.
-func loadReconcileConfig(l *loader) Reconcile {
-	r := Reconcile{Log: loadLog(l), MySQL: loadMySQL(l), Redis: loadRedisServer(l), AMQP: loadAMQP(l), Reconcile: loadReconcile(l)}
-	// A failed task waits the retry delay before its next attempt: a
-	// threshold this short would republish tasks whose retry is on its way.
-	if delay := r.AMQP.Topology.Retry[topology.DomainObjectReplication].Delay; r.Reconcile.Backfill.StuckAfter <= delay {
-		l.failf("OBJECT_REPLICATION_BACKFILL_THRESHOLD_MS", strconv.FormatInt(r.Reconcile.Backfill.StuckAfter.Milliseconds(), 10),
-			"want more than OBJECT_REPLICATION_RETRY_DELAY_MS (%s)", delay)
-	}
-	return r
-}
-
-// LoadReconcile reads the configuration of cmd/reconcile.
-func LoadReconcile(lookupEnv func(string) (string, bool)) (Reconcile, error) {
-	return load(lookupEnv, loadReconcileConfig)
 }
 
 // Islectl is the configuration of cmd/islectl: the connections, the token

@@ -2,10 +2,14 @@ package config_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -13,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/internal/mail"
@@ -33,6 +38,8 @@ const root = "../../../"
 type composeService struct {
 	Image       string            `yaml:"image"`
 	Build       any               `yaml:"build"`
+	Hostname    string            `yaml:"hostname"`
+	Entrypoint  []string          `yaml:"entrypoint"`
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	Ports       []string          `yaml:"ports"`
@@ -72,13 +79,75 @@ type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 }
 
+// readCompose reads docker-compose.yml as docker compose does, with the
+// variables .env would give it (composeEnv).
 func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw := readComposeRaw(t)
+	return parseCompose(t, raw, composeEnv(raw, "test"))
+}
+
+func readComposeRaw(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile(root + "docker-compose.yml")
 	require.NoError(t, err)
+	return string(raw)
+}
+
+// parseCompose interpolates raw with env and parses it.
+func parseCompose(t *testing.T, raw string, env map[string]string) composeFile {
+	t.Helper()
+	text, err := interpolate(raw, env)
+	require.NoError(t, err)
 	var doc composeFile
-	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	require.NoError(t, yaml.Unmarshal([]byte(text), &doc))
 	return doc
+}
+
+// requiredVar matches a variable docker compose refuses to start without:
+// ${NAME:?message} or ${NAME?message}.
+var requiredVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):?\?`)
+
+// composeEnv gives each variable the compose file requires a value of its
+// own: tag-name, lower case.
+func composeEnv(raw, tag string) map[string]string {
+	env := map[string]string{}
+	for _, m := range requiredVar.FindAllStringSubmatch(raw, -1) {
+		env[m[1]] = tag + "-" + strings.ToLower(m[1])
+	}
+	return env
+}
+
+// interpolate resolves docker compose's variables in raw from env: $$ is a
+// $; $NAME and ${NAME} are NAME's value or ""; ${NAME:-default} and
+// ${NAME-default} fall back on default when NAME is empty (":-") or unset
+// ("-"); ${NAME:?message} and ${NAME?message} are an error with message
+// when NAME is empty or unset.
+func interpolate(raw string, env map[string]string) (string, error) {
+	re := regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+	var errs []string
+	out := re.ReplaceAllStringFunc(raw, func(m string) string {
+		if m == "$$" {
+			return "$"
+		}
+		sub := re.FindStringSubmatch(m)
+		name, op, arg := sub[1], sub[2], sub[3]
+		if name == "" {
+			name = sub[4]
+		}
+		v, set := env[name]
+		switch {
+		case op == ":-" && v == "", op == "-" && !set:
+			return arg
+		case op == ":?" && v == "", op == "?" && !set:
+			errs = append(errs, fmt.Sprintf("required variable %s is missing a value: %s", name, arg))
+		}
+		return v
+	})
+	if errs != nil {
+		return "", errors.New(strings.Join(errs, "; "))
+	}
+	return out, nil
 }
 
 // readBy maps each variable to the binaries that read it.
@@ -450,4 +519,211 @@ func codeMetrics(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	require.Contains(t, out, "isle_messages_total", "the walk found the messaging metrics")
 	return out
+}
+
+// Every port the compose file publishes is on the host's loopback: the
+// fleet is for this machine, and its pages carry development users and
+// Grafana's anonymous viewer.
+func TestComposePublishesOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	doc := readCompose(t)
+	published := 0
+	for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
+		for _, p := range doc.Services[name].Ports {
+			require.Regexp(t, `^127\.0\.0\.1:\d+:\d+$`, p, "%s publishes %s beyond this machine", name, p)
+			published++
+		}
+	}
+	require.Positive(t, published)
+}
+
+// secretVar names a setting that holds a password or a key.
+var secretVar = regexp.MustCompile(`PASSWORD|SECRET`)
+
+// The administrators' passwords (MySQL's root, MinIO's root, Grafana's
+// admin, RabbitMQ's isle-admin) come from .env, which deploy/compose-env
+// makes, not from the repository: every password setting is a variable
+// docker compose refuses to start without, naming the script; two .env
+// files give two sets of passwords wherever they are used; and RabbitMQ's
+// definitions make no administrator. The binaries' own RabbitMQ users
+// are the exception: least-privileged, made by the definitions with
+// their passwords (TestComposeHasOneRabbitMQUserPerBinary).
+func TestComposeTakesNoAdminPasswordFromTheRepository(t *testing.T) {
+	t.Parallel()
+	raw := readComposeRaw(t)
+	var literal composeFile
+	require.NoError(t, yaml.Unmarshal([]byte(raw), &literal))
+	fromEnv := regexp.MustCompile(`\$\{[A-Z_]+:\?[^}]*deploy/compose-env[^}]*\}`)
+	check := func(where string, env map[string]string) {
+		for k, v := range env {
+			if !secretVar.MatchString(k) || strings.HasSuffix(k, "_FILE") || k == "RABBITMQ_PASSWORD" {
+				continue
+			}
+			require.Regexp(t, `^`+fromEnv.String()+`$`, v, "%s: %s", where, k)
+		}
+	}
+	check("x-isle", literal.Shared.Environment)
+	for name, s := range literal.Services {
+		check(name, s.Environment)
+	}
+	require.Regexp(t, fromEnv, literal.Shared.Environment["MYSQL_DSN"], "the DSN's password")
+
+	a, b := parseCompose(t, raw, composeEnv(raw, "a")), parseCompose(t, raw, composeEnv(raw, "b"))
+	for _, use := range []struct {
+		service string
+		get     func(composeService) string
+	}{
+		{"mysql", func(s composeService) string { return s.Environment["MYSQL_ROOT_PASSWORD"] }},
+		{"minio", func(s composeService) string { return s.Environment["MINIO_ROOT_PASSWORD"] }},
+		{"minio-init", func(s composeService) string { return strings.Join(s.Command, " ") }},
+		{"grafana", func(s composeService) string { return s.Environment["GF_SECURITY_ADMIN_PASSWORD"] }},
+		{"rabbitmq-admin", func(s composeService) string { return s.Environment["RABBITMQ_ADMIN_PASSWORD"] }},
+	} {
+		va, vb := use.get(a.Services[use.service]), use.get(b.Services[use.service])
+		require.NotEmpty(t, va, use.service)
+		require.NotEqual(t, va, vb, "%s's password comes from .env", use.service)
+	}
+	for _, k := range []string{"MYSQL_DSN", "OBJECT_STORE_SECRET_KEY"} {
+		require.NotEqual(t, a.Shared.Environment[k], b.Shared.Environment[k], "%s comes from .env", k)
+	}
+	mysqlHealth := strings.Join(literal.Services["mysql"].Healthcheck.Test, " ")
+	require.Contains(t, mysqlHealth, "$$MYSQL_ROOT_PASSWORD", "the health check reads the container's password")
+
+	_, err := interpolate(raw, nil)
+	for name := range composeEnv(raw, "") {
+		require.ErrorContains(t, err, "required variable "+name+" is missing a value", "without .env")
+	}
+	require.ErrorContains(t, err, "deploy/compose-env")
+
+	defs, err := os.ReadFile(root + "deploy/rabbitmq/definitions.json")
+	require.NoError(t, err)
+	var d struct {
+		Users []struct {
+			Name string   `json:"name"`
+			Tags []string `json:"tags"`
+		} `json:"users"`
+	}
+	require.NoError(t, json.Unmarshal(defs, &d))
+	for _, u := range d.Users {
+		require.NotContains(t, u.Tags, "administrator", "%s: the administrator's password comes from .env", u.Name)
+	}
+}
+
+// deploy/compose-env writes every variable the compose file requires, each
+// a random key of its own, into a file only its owner reads; a second run
+// keeps the values (MySQL keeps its root password in its volume) and adds
+// only what is missing.
+func TestComposeEnvScript(t *testing.T) {
+	t.Parallel()
+	want := composeEnv(readComposeRaw(t), "")
+	require.NotEmpty(t, want)
+	file := filepath.Join(t.TempDir(), ".env")
+	run := func() map[string]string {
+		t.Helper()
+		out, err := exec.Command(root+"deploy/compose-env", file).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		raw, err := os.ReadFile(file)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			require.True(t, ok, line)
+			require.NotContains(t, got, k, "%s twice", k)
+			got[k] = v
+		}
+		return got
+	}
+	first := run()
+	require.Equal(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(first)))
+	seen := map[string]bool{}
+	for k, v := range first {
+		require.Regexp(t, `^[0-9a-f]{32}$`, v, k)
+		require.False(t, seen[v], "%s repeats a value", k)
+		seen[v] = true
+	}
+	info, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	require.Equal(t, first, run(), "a second run changes nothing")
+
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	dropped, _, _ := strings.Cut(lines[0], "=")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines[1:], "\n")+"\n"), 0o600))
+	again := run()
+	require.Len(t, again, len(first))
+	for k, v := range first {
+		if k != dropped {
+			require.Equal(t, v, again[k], k)
+		}
+	}
+}
+
+// compose's rabbitmq-admin makes the management UI's administrator from
+// .env with deploy/rabbitmq/admin.sh, on the node the rabbitmq service
+// runs (its host name fixes the node's name, and the node's data volume
+// holds the cookie). On the local RabbitMQ, the script makes an
+// administrator with the password given, and a second run sets a new one.
+func TestComposeRabbitMQAdmin(t *testing.T) {
+	t.Parallel()
+	doc := readCompose(t)
+	rabbit, admin := doc.Services["rabbitmq"], doc.Services["rabbitmq-admin"]
+	require.Equal(t, rabbit.Image, admin.Image, "the CLI of the node's own version")
+	require.Equal(t, "no", admin.Restart)
+	require.Equal(t, "service_healthy", admin.DependsOn["rabbitmq"].Condition)
+	require.Contains(t, admin.Volumes, "./deploy/rabbitmq/admin.sh:/isle/rabbitmq-admin.sh:ro")
+	require.Contains(t, admin.Volumes, "rabbitmq-data:/var/lib/rabbitmq:ro")
+	require.Contains(t, rabbit.Volumes, "rabbitmq-data:/var/lib/rabbitmq")
+	require.Equal(t, "rabbit@"+rabbit.Hostname, admin.Environment["RABBITMQ_NODE"])
+	require.Equal(t, []string{"sh", "/isle/rabbitmq-admin.sh"}, admin.Entrypoint)
+
+	if testing.Short() {
+		t.Skip("needs RabbitMQ")
+	}
+	const cookie = "/var/lib/rabbitmq/.erlang.cookie"
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		t.Skip("no rabbitmqctl here")
+	}
+	if _, err := os.ReadFile(cookie); err != nil {
+		t.Skipf("the local node's cookie: %v", err)
+	}
+	user := "isle-admin-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	script := func(password string) {
+		t.Helper()
+		cmd := exec.Command("sh", root+"deploy/rabbitmq/admin.sh")
+		cmd.Env = append(os.Environ(), "RABBITMQ_NODE=rabbit@localhost", "RABBITMQ_ADMIN_USER="+user,
+			"RABBITMQ_COOKIE_FILE="+cookie, "RABBITMQ_ADMIN_PASSWORD="+password)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	t.Cleanup(func() {
+		c := exec.Command("rabbitmqctl", "-q", "-n", "rabbit@localhost", "delete_user", user)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Logf("delete %s: %v: %s", user, err, out)
+		}
+	})
+	whoami := func(password string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://127.0.0.1:15672/api/whoami", nil)
+		require.NoError(t, err)
+		req.SetBasicAuth(user, password)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var me struct {
+			Tags any `json:"tags"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&me)
+		return resp.StatusCode, fmt.Sprint(me.Tags)
+	}
+	script("first-password")
+	code, tags := whoami("first-password")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, tags, "administrator")
+	script("second-password")
+	code, _ = whoami("first-password")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = whoami("second-password")
+	require.Equal(t, http.StatusOK, code)
 }

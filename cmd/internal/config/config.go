@@ -1,5 +1,5 @@
 // Package config parses every setting of Isle's binaries from environment
-// variables, in one place. Names follow the seeds (REDIS_HOST,
+// variables, in one place. Names follow the Spring backend's (REDIS_HOST,
 // REDIS_PAYMENT_DATABASE, EMAIL_NOTIFY_MAX_RETRIES, ...); defaults work
 // against the local services; every bad variable is reported at once.
 // doc/config.md is generated from the loaders themselves (go generate), and a

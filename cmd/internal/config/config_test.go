@@ -352,13 +352,18 @@ func TestS3StoresLoadWithTheirKeys(t *testing.T) {
 }
 
 // WORKER_SUBSCRIBER picks Isle's subscriber unless watermill-amqp's is
-// asked for (islectl bench compares the two); nothing else is taken.
+// asked for by islectl bench, which compares the two (ISLE_BENCH=1):
+// watermill-amqp's tells no redelivery apart and gives each delivery a new
+// id, so a redelivered message without an id would be applied twice.
+// Nothing else is taken.
 func TestWorkerSubscriber(t *testing.T) {
 	t.Parallel()
 	w, err := config.LoadWorker(env(nil))
 	require.NoError(t, err)
 	require.Equal(t, config.SubscriberIsle, w.Worker.Subscriber)
-	w, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "Watermill-AMQP"}))
+	_, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "watermill-amqp"}))
+	require.ErrorContains(t, err, "ISLE_BENCH=1", "refused outside the bench")
+	w, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "Watermill-AMQP", "ISLE_BENCH": "1"}))
 	require.NoError(t, err)
 	require.Equal(t, config.SubscriberWatermillAMQP, w.Worker.Subscriber)
 	_, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "watermill"}))

@@ -27,7 +27,7 @@ const JWTSecretMin = 32
 type JWT struct {
 	Secret    []byte // nil when no key is configured
 	IsDefault bool   // ISLE_DEV=1 and no key: the public DevJWTSecret is in use
-	Dev       bool   // ISLE_DEV=1: development mode (also lets the API trust test payment keys)
+	Dev       bool   // ISLE_DEV=1: development mode (also lets the API and the worker trust test payment keys)
 	Leeway    time.Duration
 	missing   error // why Secret is nil
 }
@@ -46,9 +46,7 @@ func loadJWT(l *loader) JWT {
 		"HS256 key of bearer tokens, at least %d bytes. Unset, the key is read from API_JWT_SECRET_FILE; with neither, the API refuses to start unless ISLE_DEV=1.", JWTSecretMin))
 	file, _ := l.lookup(Var{Name: "API_JWT_SECRET_FILE", Default: JWTSecretFileDefault,
 		Doc: "File holding the HS256 key when API_JWT_SECRET is unset (surrounding blanks ignored); relative to the working directory. scripts/up writes a random key to the default file on its first run and reuses it; `islectl token` reads the same file."})
-	dev := l.Bool("ISLE_DEV", false,
-		"Development mode: with no key configured, sign and check tokens with the public development key (anyone can mint tokens) instead of refusing to start; "+
-			"and let the API start with local test payment gateway keys (PAYMENT_TEST_KEYS), with which anyone can fake a payment. For local experiments only; scripts/up sets it when it loads the test keys it made.")
+	dev := loadDev(l)
 	j := JWT{Dev: dev, Leeway: l.Duration("API_JWT_LEEWAY", 30*time.Second, 0, 10*time.Minute, "Clock skew allowed on a token's exp, nbf and iat.")}
 	from := "API_JWT_SECRET"
 	if secret == "" {
@@ -80,4 +78,11 @@ func loadJWT(l *loader) JWT {
 	}
 	j.Secret = []byte(secret)
 	return j
+}
+
+// loadDev reads ISLE_DEV, development mode.
+func loadDev(l *loader) bool {
+	return l.Bool("ISLE_DEV", false,
+		"Development mode: with no key configured, sign and check tokens with the public development key (anyone can mint tokens) instead of refusing to start; "+
+			"and let the API and the worker start with local test payment gateway keys (PAYMENT_TEST_KEYS), with which anyone can fake a payment. For local experiments only; scripts/up sets it when it loads the test keys it made.")
 }

@@ -88,3 +88,46 @@ func merge(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// The worker reads the API's gateway keys, to verify the callback of a
+// paid notification without its amount: test keys only with ISLE_DEV=1,
+// a bad key refuses to start, and no keys start a worker whose gateways
+// say which variables would configure them.
+func TestWorkerReadsTheGatewayKeys(t *testing.T) {
+	t.Parallel()
+	k, err := paynotify.GenerateTestKeys()
+	require.NoError(t, err)
+	keys := map[string]string{"PAYMENT_ALIPAY_PUBLIC_KEY": k.AlipayPublicPEM, "PAYMENT_ALIPAY_APP_ID": "2021000000000000",
+		"PAYMENT_WECHAT_API_V3_KEY": k.APIv3Key, "PAYMENT_WECHAT_PLATFORM_CERTS": k.WechatCertPEM, "PAYMENT_TEST_KEYS": "true"}
+	_, err = config.LoadWorker(env(keys))
+	require.ErrorContains(t, err, "test payment gateway keys")
+	require.ErrorContains(t, err, "ISLE_DEV=1")
+
+	c, err := config.LoadWorker(env(merge(keys, map[string]string{"ISLE_DEV": "1"})))
+	require.NoError(t, err)
+	require.True(t, c.Payments.TestKeys)
+	g, err := c.Payments.Gateways()
+	require.NoError(t, err)
+	require.NotNil(t, g.Alipay)
+	require.NotNil(t, g.Wechat)
+	require.Empty(t, g.Missing)
+
+	_, err = config.LoadWorker(env(map[string]string{"PAYMENT_ALIPAY_PUBLIC_KEY": "not a key", "PAYMENT_WECHAT_API_V3_KEY": "short"}))
+	require.ErrorContains(t, err, "PAYMENT_ALIPAY_*")
+	require.ErrorContains(t, err, "PAYMENT_WECHAT_*", "every bad key at once")
+
+	c, err = config.LoadWorker(env(nil))
+	require.NoError(t, err, "a worker without gateway keys starts")
+	g, err = c.Payments.Gateways()
+	require.NoError(t, err)
+	require.Nil(t, g.Alipay)
+	require.Nil(t, g.Wechat)
+	require.Contains(t, g.Missing[paynotify.ChannelAlipay], "PAYMENT_ALIPAY_PUBLIC_KEY")
+	require.Contains(t, g.Missing[paynotify.ChannelWechat], "PAYMENT_WECHAT_API_V3_KEY")
+
+	for _, v := range config.Variables() {
+		if v.Name == "PAYMENT_ALIPAY_PUBLIC_KEY" || v.Name == "PAYMENT_WECHAT_API_V3_KEY" || v.Name == "ISLE_DEV" {
+			require.Contains(t, v.Binaries, "worker", v.Name)
+		}
+	}
+}

@@ -1,0 +1,17 @@
+package store
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// NewLedgerWriterMarkingAfter is NewLedgerWriter whose settled marks wait
+// delay for a debits transaction before they are written alone.
+func NewLedgerWriterMarkingAfter(db *gorm.DB, observe OnBatch, delay time.Duration) *LedgerWriter {
+	return newLedgerWriter(db, observe, delay)
+}
+
+// MarkWriterWoken says whether the writer of marks alone has a wake-up
+// waiting.
+func (w *LedgerWriter) MarkWriterWoken() bool { return len(w.marks.wake) == 1 }
