@@ -15,3 +15,13 @@ func NewLedgerWriterMarkingAfter(db *gorm.DB, observe OnBatch, delay time.Durati
 // MarkWriterWoken says whether the writer of marks alone has a wake-up
 // waiting.
 func (w *LedgerWriter) MarkWriterWoken() bool { return len(w.marks.wake) == 1 }
+
+// ClaimSQL is the relay's claim statement of table, and ReadCommitted its
+// isolation, for tests that hold a claim open.
+var (
+	ClaimSQL      = claimSQL
+	ReadCommitted = readCommitted
+)
+
+// LockName is the MySQL named lock p holds, once Hold took it.
+func (p *RelayPresence) LockName() string { return p.lock }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -60,8 +59,8 @@ func ParkedOutbox(ctx context.Context, db *gorm.DB, limit int) ([]ParkedRow, map
 // unparked; a row not parked (any more) is left alone, so a replay twice
 // unparks once.
 func UnparkOutbox(ctx context.Context, db *gorm.DB, table string, ids []uint64) (int, error) {
-	if !slices.Contains(OutboxTables, table) {
-		return 0, fmt.Errorf("store: %q is not an outbox table (%v)", table, OutboxTables)
+	if err := outboxTable(table); err != nil {
+		return 0, err
 	}
 	q := db.WithContext(ctx).Table(table).Where("published_at IS NULL AND parked_at IS NOT NULL")
 	if len(ids) > 0 {
@@ -80,8 +79,8 @@ func UnparkOutbox(ctx context.Context, db *gorm.DB, table string, ids []uint64) 
 // scan would lock the gap where new outbox rows go, and hold up business
 // inserts.
 func PurgeOutbox(ctx context.Context, db *gorm.DB, table string, retention time.Duration, limit int) (int64, error) {
-	if !slices.Contains(OutboxTables, table) {
-		return 0, fmt.Errorf("store: %q is not an outbox table (%v)", table, OutboxTables)
+	if err := outboxTable(table); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -3,17 +3,14 @@ package relay
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/store"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
-	"gorm.io/gorm"
 )
 
 // item is one claimed row on its way to the broker.
@@ -25,26 +22,18 @@ type item struct {
 	task     *taskSource
 }
 
-// claimSQL is doc/outbox.md's claim: the rows due, in the claim index's
-// order, skipping those another relay holds locked.
-func claimSQL(table string) string {
-	return "SELECT id FROM " + table + " WHERE published_at IS NULL AND available_at <= NOW(6)" +
-		" ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED"
-}
-
 // markTimeout bounds the statements that mark a batch's rows.
 const markTimeout = 10 * time.Second
-
-// readCommitted is the claim's isolation: at REPEATABLE READ the locking
-// read would also lock gaps, and business inserts would wait for it.
-var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // batch claims, publishes and marks one batch of t.
 func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 	claim := fmt.Sprintf("%s/%d", r.cfg.Owner, r.nonce.Add(1))
-	items, err := r.claim(ctx, t, claim)
-	if err != nil || len(items) == 0 {
-		return TableResult{}, err
+	items, err := t.claim(ctx, r.out, claim, r.cfg.BatchSize, r.cfg.Lease)
+	if err != nil {
+		return TableResult{}, fmt.Errorf("relay: %w", err)
+	}
+	if len(items) == 0 {
+		return TableResult{}, nil
 	}
 	// The rows are this claim's until the lease ends: publish them even if
 	// ctx ends meanwhile, rather than leave them to the lease, but not
@@ -53,7 +42,7 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 	defer cancel()
 	res := TableResult{Claimed: len(items)}
 	if t.prepare != nil {
-		if err := t.prepare(pubCtx, r.db, items); err != nil {
+		if err := t.prepare(pubCtx, r.out, items); err != nil {
 			for _, it := range items {
 				it.err = cmp.Or(it.err, err)
 			}
@@ -76,34 +65,32 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 		for i, it := range ok {
 			ids[i] = it.id
 		}
-		mark := r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET published_at = NOW(6) WHERE id IN ? AND claimed_by = ?", ids, claim)
-		if mark.Error != nil {
-			errs = append(errs, fmt.Errorf("relay: mark %d rows of %s published: %w", len(ids), t.name, mark.Error))
+		marked, err := r.out.MarkPublished(ctx, t.name, claim, ids)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("relay: %w", err))
 		} else {
-			res.Published = int(mark.RowsAffected)
-			res.Fenced = len(ids) - res.Published
+			res.Published = marked
+			res.Fenced = len(ids) - marked
 		}
 	}
 	for _, it := range failed {
-		var fail *gorm.DB
+		why := messaging.Clip(it.err.Error(), 1000)
 		parked := errors.As(it.err, new(unpublishable))
+		var held bool
+		var err error
 		if parked {
 			r.log.ErrorContext(ctx, "outbox row parked: it cannot be published as it is; mend it, then replay it (islectl outbox replay)",
 				"table", t.name, "id", it.id, "attempts", it.attempts, "err", it.err)
-			fail = r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL, parked_at = NOW(6),"+
-				" available_at = ? WHERE id = ? AND claimed_by = ?",
-				messaging.Clip(it.err.Error(), 1000), store.OutboxParkedUntil, it.id, claim)
+			held, err = r.out.Park(ctx, t.name, claim, it.id, why)
 		} else {
 			wait := r.backoff(it.attempts)
 			r.log.WarnContext(ctx, "outbox row not published", "table", t.name, "id", it.id, "attempts", it.attempts, "retry_in", wait, "err", it.err)
-			fail = r.db.WithContext(ctx).Exec("UPDATE "+t.name+" SET last_error = ?, claimed_by = NULL,"+
-				" available_at = NOW(6) + INTERVAL ? MICROSECOND WHERE id = ? AND claimed_by = ?",
-				messaging.Clip(it.err.Error(), 1000), wait.Microseconds(), it.id, claim)
+			held, err = r.out.Retry(ctx, t.name, claim, it.id, why, wait)
 		}
 		switch {
-		case fail.Error != nil:
-			errs = append(errs, fmt.Errorf("relay: record the failure of %s %d: %w", t.name, it.id, fail.Error))
-		case fail.RowsAffected == 0:
+		case err != nil:
+			errs = append(errs, fmt.Errorf("relay: %w", err))
+		case !held:
 			res.Fenced++ // another relay's claim now
 		case parked:
 			res.Parked++
@@ -116,33 +103,6 @@ func (r *Relay) batch(ctx context.Context, t *table) (TableResult, error) {
 		return res, errs[0] // the rows concerned go again when the lease ends
 	}
 	return res, nil
-}
-
-// claim takes up to BatchSize rows of t due now, in a short READ COMMITTED
-// transaction: it locks them, skipping rows other relays hold, leases them
-// to claim and reads them.
-func (r *Relay) claim(ctx context.Context, t *table, claim string) ([]*item, error) {
-	var items []*item
-	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var ids []uint64
-		if err := tx.Raw(claimSQL(t.name), r.cfg.BatchSize).Scan(&ids).Error; err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		if err := tx.Exec("UPDATE "+t.name+" SET claimed_by = ?, attempts = attempts + 1,"+
-			" available_at = NOW(6) + INTERVAL ? MICROSECOND WHERE id IN ?", claim, r.cfg.Lease.Microseconds(), ids).Error; err != nil {
-			return err
-		}
-		var err error
-		items, err = t.load(tx, ids)
-		return err
-	}, readCommitted)
-	if err != nil {
-		return nil, fmt.Errorf("relay: claim %s: %w", t.name, err)
-	}
-	return items, nil
 }
 
 // publish sends the items not failed yet, up to Concurrency at once, each

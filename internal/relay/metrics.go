@@ -1,6 +1,9 @@
 package relay
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/eisland/isle/store"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the relay's Prometheus collectors. A nil *Metrics records nothing.
 type Metrics struct {
@@ -56,7 +59,7 @@ func (m *Metrics) batch(table string, r TableResult) {
 	m.parks.WithLabelValues(table).Add(float64(r.Parked))
 }
 
-func (m *Metrics) backlog(table string, b backlog) {
+func (m *Metrics) backlog(table string, b store.OutboxBacklog) {
 	if m == nil {
 		return
 	}

@@ -57,7 +57,8 @@ type Sender interface {
 // Relay drains the outbox tables. It is safe to run several, in one process
 // or many.
 type Relay struct {
-	db     *gorm.DB
+	db     *gorm.DB // for the relay's presence
+	out    *store.Outbox
 	pub    Sender
 	cfg    Config
 	tables []table
@@ -98,7 +99,7 @@ func New(db *gorm.DB, tp *topology.Topology, pub Sender, cfg Config, m *Metrics,
 	if len(cfg.Tables) == 0 {
 		cfg.Tables = store.OutboxTables
 	}
-	r := &Relay{db: db, pub: pub, cfg: cfg, m: m, log: log}
+	r := &Relay{db: db, out: store.NewOutbox(db), pub: pub, cfg: cfg, m: m, log: log}
 	for _, name := range cfg.Tables {
 		t, err := newTable(name, tp)
 		if err != nil {
@@ -182,7 +183,7 @@ const backlogPeriod = 5 * time.Second
 // relays that are gone, so that their batches wait neither for their lease
 // nor for their restart (doc/outbox.md, "A relay that dies").
 func (r *Relay) Run(ctx context.Context) {
-	p := newPresence(r.db, r.cfg.Owner)
+	p := store.NewRelayPresence(r.db, r.cfg.Owner)
 	presenceDone := make(chan struct{})
 	go func() {
 		defer close(presenceDone)
@@ -200,7 +201,7 @@ func (r *Relay) Run(ctx context.Context) {
 	<-presenceDone
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
-	p.leave(lctx)
+	p.Leave(lctx)
 }
 
 // rescuePeriod is how often a running relay checks that it holds its
@@ -209,23 +210,23 @@ const rescuePeriod = time.Second
 
 // watch keeps p held and rescues the rows of relays that are gone, every
 // rescuePeriod until ctx ends.
-func (r *Relay) watch(ctx context.Context, p *presence) {
+func (r *Relay) watch(ctx context.Context, p *store.RelayPresence) {
 	t := time.NewTicker(rescuePeriod)
 	defer t.Stop()
 	held := false
 	for {
-		switch err := p.hold(ctx); {
+		switch err := p.Hold(ctx); {
 		case err == nil && !held:
 			held = true
 			r.log.DebugContext(ctx, "relay listed as alive", "owner", r.cfg.Owner)
 		case err != nil && ctx.Err() == nil:
-			if held || errors.Is(err, errOwnerLive) {
+			if held || errors.Is(err, store.ErrRelayOwnerLive) {
 				r.log.WarnContext(ctx, "relay cannot say it is alive; its claims wait for their lease if it dies", "owner", r.cfg.Owner, "err", err)
 			}
 			held = false
 		}
 		if ctx.Err() == nil {
-			put, gone, err := rescue(ctx, r.db, r.cfg.Owner, r.cfg.Tables)
+			put, gone, err := r.out.Rescue(ctx, r.cfg.Owner, r.cfg.Tables)
 			for table, n := range put {
 				r.m.rescued(table, n)
 			}
@@ -261,7 +262,7 @@ func (r *Relay) loop(ctx context.Context, t *table) {
 		}
 		if time.Since(measured) >= max(r.cfg.Interval, backlogPeriod) {
 			measured = time.Now()
-			if b, err := r.backlog(ctx, t.name); err == nil {
+			if b, err := r.out.Backlog(ctx, t.name); err == nil {
 				r.m.backlog(t.name, b)
 			} else if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "outbox backlog age", "table", t.name, "err", err)
@@ -286,28 +287,4 @@ func (r *Relay) loop(ctx context.Context, t *table) {
 		case <-timer.C:
 		}
 	}
-}
-
-// backlog is what waits in a table: the age of the oldest row to publish
-// (parked rows aside), and the rows parked.
-type backlog struct {
-	Oldest time.Duration
-	Parked int
-}
-
-func (r *Relay) backlog(ctx context.Context, table string) (backlog, error) {
-	var row struct {
-		Micros *int64
-		Parked int
-	}
-	err := r.db.WithContext(ctx).Raw("SELECT TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN parked_at IS NULL THEN created_at END), NOW(6)) AS micros," +
-		" COUNT(parked_at) AS parked FROM " + table + " WHERE published_at IS NULL").Scan(&row).Error
-	if err != nil {
-		return backlog{}, err
-	}
-	b := backlog{Parked: row.Parked}
-	if row.Micros != nil {
-		b.Oldest = time.Duration(max(0, *row.Micros)) * time.Microsecond
-	}
-	return b, nil
 }

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/eisland/isle/internal/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
-	"gorm.io/gorm"
 )
 
 // unpublishable is the error of a row that no retry can publish as it is
@@ -26,33 +26,36 @@ func cannotPublish(err error) error { return unpublishable{err} }
 // table is how the relay reads and publishes the rows of one outbox table.
 type table struct {
 	name string
-	// load reads the claimed rows, in the claim's transaction, as items.
-	load func(tx *gorm.DB, ids []uint64) ([]*item, error)
+	// claim claims up to limit rows due now for claim, leased for lease,
+	// and reads them as items.
+	claim func(ctx context.Context, o *store.Outbox, claim string, limit int, lease time.Duration) ([]*item, error)
 	// prepare, if set, runs after the claim's commit and before the
 	// publishes; it sets the error of the items it cannot prepare.
-	prepare func(ctx context.Context, db *gorm.DB, items []*item) error
+	prepare func(ctx context.Context, o *store.Outbox, items []*item) error
 }
 
 func newTable(name string, tp *topology.Topology) (table, error) {
 	switch name {
 	case "outbox":
-		return table{name: name, load: func(tx *gorm.DB, ids []uint64) ([]*item, error) { return loadOutbox(tx, tp, ids) }}, nil
+		return table{name: name, claim: func(ctx context.Context, o *store.Outbox, claim string, limit int, lease time.Duration) ([]*item, error) {
+			return claimOutbox(ctx, o, tp, claim, limit, lease)
+		}}, nil
 	case "object_outbox":
 		d, ok := tp.Domain(topology.DomainObjectReplication)
 		if !ok {
 			return table{}, errors.New("relay: the topology has no object replication domain")
 		}
 		o := objects{domain: d}
-		return table{name: name, load: o.load, prepare: o.prepare}, nil
+		return table{name: name, claim: o.claim, prepare: o.prepare}, nil
 	}
 	return table{}, fmt.Errorf("relay: no publisher for outbox table %s", name)
 }
 
-// loadOutbox reads outbox rows: each is published as it is, to the routing
-// key of its domain.
-func loadOutbox(tx *gorm.DB, tp *topology.Topology, ids []uint64) ([]*item, error) {
-	var rows []store.OutboxMessage
-	if err := tx.Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+// claimOutbox claims outbox rows: each is published as it is, to the
+// routing key of its domain.
+func claimOutbox(ctx context.Context, o *store.Outbox, tp *topology.Topology, claim string, limit int, lease time.Duration) ([]*item, error) {
+	rows, err := o.ClaimMessages(ctx, claim, limit, lease)
+	if err != nil {
 		return nil, err
 	}
 	items := make([]*item, len(rows))
@@ -133,19 +136,8 @@ type taskSource struct {
 	SHA256    *string
 }
 
-func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
-	var rows []struct {
-		ID        uint64  `gorm:"column:id"`
-		Attempts  int     `gorm:"column:attempts"`
-		ObjectID  uint64  `gorm:"column:object_id"`
-		Priority  uint8   `gorm:"column:priority"`
-		TraceID   string  `gorm:"column:trace_id"`
-		Headers   string  `gorm:"column:headers"`
-		SourceURL *string `gorm:"column:source_url"`
-		SHA256    *string `gorm:"column:sha256"`
-	}
-	err := tx.Raw(`SELECT o.id, o.attempts, o.object_id, o.priority, o.trace_id, o.headers, s.source_url, s.sha256
-		FROM object_outbox o LEFT JOIN stored_object s ON s.id = o.object_id WHERE o.id IN ? ORDER BY o.id`, ids).Scan(&rows).Error
+func (o objects) claim(ctx context.Context, out *store.Outbox, claim string, limit int, lease time.Duration) ([]*item, error) {
+	rows, err := out.ClaimObjects(ctx, claim, limit, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -164,41 +156,22 @@ func (o objects) load(tx *gorm.DB, ids []uint64) ([]*item, error) {
 }
 
 // prepare creates the replication task of each row, or finds the one a
-// former claim of the row created (one per row: uk_object_replication_task_outbox),
-// and makes the task's message.
-func (o objects) prepare(ctx context.Context, db *gorm.DB, items []*item) error {
-	var values []any
-	var ids []uint64
-	q := "INSERT INTO object_replication_task (outbox_id, object_id, source_url, priority, sha256, trace_id) VALUES "
+// former claim of the row created, and makes the task's message.
+func (o objects) prepare(ctx context.Context, out *store.Outbox, items []*item) error {
+	var tasks []store.NewTask
 	for _, it := range items {
-		if it.err != nil {
-			continue
+		if it.err == nil {
+			s := it.task
+			tasks = append(tasks, store.NewTask{OutboxID: it.id, ObjectID: s.ObjectID, SourceURL: *s.SourceURL,
+				Priority: s.Priority, SHA256: *s.SHA256, TraceID: s.TraceID})
 		}
-		if len(ids) > 0 {
-			q += ", "
-		}
-		q += "(?, ?, ?, ?, ?, ?)"
-		s := it.task
-		values = append(values, it.id, s.ObjectID, *s.SourceURL, s.Priority, *s.SHA256, s.TraceID)
-		ids = append(ids, it.id)
 	}
-	if len(ids) == 0 {
+	if len(tasks) == 0 {
 		return nil
 	}
-	db = db.WithContext(ctx)
-	if err := db.Exec(q+" ON DUPLICATE KEY UPDATE id = id", values...).Error; err != nil {
-		return fmt.Errorf("relay: create replication tasks: %w", err)
-	}
-	var tasks []struct {
-		ID       int64
-		OutboxID uint64
-	}
-	if err := db.Raw("SELECT id, outbox_id FROM object_replication_task WHERE outbox_id IN ?", ids).Scan(&tasks).Error; err != nil {
-		return fmt.Errorf("relay: read replication tasks: %w", err)
-	}
-	byOutbox := make(map[uint64]int64, len(tasks))
-	for _, t := range tasks {
-		byOutbox[t.OutboxID] = t.ID
+	byOutbox, err := out.CreateTasks(ctx, tasks)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
 	}
 	for _, it := range items {
 		if it.err != nil {
@@ -214,14 +187,15 @@ func (o objects) prepare(ctx context.Context, db *gorm.DB, items []*item) error 
 	return nil
 }
 
-func (o objects) message(it *item, task int64) (messaging.Outgoing, error) {
-	body, err := topology.Encode(topology.ObjectReplication{TaskID: &task, TraceID: it.task.TraceID})
+func (o objects) message(it *item, task uint64) (messaging.Outgoing, error) {
+	id := int64(task)
+	body, err := topology.Encode(topology.ObjectReplication{TaskID: &id, TraceID: it.task.TraceID})
 	if err != nil {
 		return messaging.Outgoing{}, cannotPublish(err)
 	}
 	return messaging.Outgoing{
 		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID, Headers: it.task.Headers,
-		MessageID: store.ReplicationMessageID(uint64(task)), // the backfill republishes with the same id
+		MessageID: store.ReplicationMessageID(task), // the backfill republishes with the same id
 		Priority:  min(it.task.Priority, uint8(o.domain.MaxPriority)),
 	}, nil
 }
