@@ -120,3 +120,12 @@ type UserAccount struct {
 
 // TableName is the table gorm maps UserAccount to.
 func (UserAccount) TableName() string { return "user_account" }
+
+// List returns the accounts of usernames that exist, in no order.
+func (a *Accounts) List(ctx context.Context, usernames []string) ([]UserAccount, error) {
+	var rows []UserAccount
+	if err := a.db.WithContext(ctx).Where("username IN ?", usernames).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: accounts of %d users: %w", len(usernames), err)
+	}
+	return rows, nil
+}

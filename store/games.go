@@ -210,3 +210,30 @@ func (s *Scores) Best(ctx context.Context, gameID string, userID int64) (GameSco
 	}
 	return row, err
 }
+
+// UserBest is a user's best score in a game, by name.
+type UserBest struct {
+	Username string
+	GameID   string
+	Score    int64
+}
+
+// BestsOf returns the best scores in MySQL of the users named, every game.
+func (s *Scores) BestsOf(ctx context.Context, usernames []string) ([]UserBest, error) {
+	var rows []UserBest
+	err := s.db.WithContext(ctx).Raw(`SELECT u.username, s.game_id, s.score FROM mini_game_score s
+		JOIN user_account u ON u.id = s.user_id WHERE u.username IN ?`, usernames).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: scores of %d users: %w", len(usernames), err)
+	}
+	return rows, nil
+}
+
+// Bests returns the best runs in MySQL of the users userIDs in game.
+func (s *Scores) Bests(ctx context.Context, gameID string, userIDs []int64) ([]GameScore, error) {
+	var rows []GameScore
+	if err := s.db.WithContext(ctx).Where("game_id = ? AND user_id IN ?", gameID, userIDs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: scores of %d users in %s: %w", len(userIDs), gameID, err)
+	}
+	return rows, nil
+}

@@ -169,3 +169,15 @@ func (ids *Identities) SetMaterialURL(ctx context.Context, certifyID, url string
 	}
 	return nil
 }
+
+// CountWithMaterial counts the certifications of certifyIDs whose material
+// has been stored.
+func (ids *Identities) CountWithMaterial(ctx context.Context, certifyIDs []string) (int64, error) {
+	var n int64
+	err := ids.db.WithContext(ctx).Model(&IdentityVerification{}).
+		Where("certify_id IN ? AND material_info_url IS NOT NULL", certifyIDs).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("store: material of %d certifications: %w", len(certifyIDs), err)
+	}
+	return n, nil
+}

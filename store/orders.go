@@ -166,3 +166,12 @@ func (row PaymentOrder) rules() order.Order {
 	return order.Order{OutTradeNo: row.OutTradeNo, Product: row.ProductCode, AmountFen: row.AmountFen, Currency: row.Currency,
 		Channel: row.Channel, Status: row.Status, TransactionID: deref(row.TransactionID), ExpireAt: row.ExpireAt}
 }
+
+// List returns the orders numbered outTradeNos that exist, in no order.
+func (o *Orders) List(ctx context.Context, outTradeNos []string) ([]PaymentOrder, error) {
+	var rows []PaymentOrder
+	if err := o.db.WithContext(ctx).Where("out_trade_no IN ?", outTradeNos).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: %d orders: %w", len(outTradeNos), err)
+	}
+	return rows, nil
+}

@@ -293,3 +293,17 @@ type UsageEvent struct {
 
 // TableName is the table gorm maps UsageEvent to.
 func (UsageEvent) TableName() string { return "agent_usage_event" }
+
+// CountEvents counts the usage events recorded of the requests requestIDs
+// (their ids as the API took them: each is looked up by its key).
+func (st *UsageStats) CountEvents(ctx context.Context, requestIDs []string) (int64, error) {
+	ids := make([]string, len(requestIDs))
+	for i, id := range requestIDs {
+		ids[i] = RequestKey(id, UsageKeyMax)
+	}
+	var n int64
+	if err := st.db.WithContext(ctx).Model(&UsageEvent{}).Where("request_id IN ?", ids).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: usage events of %d requests: %w", len(requestIDs), err)
+	}
+	return n, nil
+}

@@ -216,9 +216,11 @@ func (d *demo) setUp(ctx context.Context, e env) error {
 		return err
 	}
 	// After the users' opening balances: the summary's ledger rows are the run's.
-	if err := d.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(id), 0) FROM agent_ledger").Scan(&d.ledgerMark).Error; err != nil {
+	mark, err := store.NewLedger(d.db).LastID(ctx)
+	if err != nil {
 		return err
 	}
+	d.ledgerMark = mark
 	price := store.Pricing{Model: demoModel, Input: decimal.NewFromInt(2000), Output: decimal.NewFromInt(8000), Enabled: true}
 	if err := store.NewPrices(d.db, d.rdb).Set(ctx, price); err != nil {
 		return err

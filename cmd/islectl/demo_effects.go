@@ -12,7 +12,6 @@ import (
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/shopspring/decimal"
-	"gorm.io/gorm"
 )
 
 // effects is what the run's requests changed, read back from MySQL, the
@@ -136,12 +135,11 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 		best[k] = v
 	}
 	d.mu.Unlock()
-	db := d.db.WithContext(ctx)
 	fail := func(what string, err error) { fx.Errs = append(fx.Errs, what+": "+err.Error()) }
 
-	paid := d.readOrders(db, orders, &fx, fail)
-	var accounts []store.UserAccount
-	if err := db.Where("username IN ?", d.userNames()).Find(&accounts).Error; err != nil {
+	paid := d.readOrders(ctx, orders, &fx, fail)
+	accounts, err := store.NewAccounts(d.db).List(ctx, d.userNames())
+	if err != nil {
 		fail("user_account", err)
 	}
 	for _, a := range accounts {
@@ -151,7 +149,7 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 			}
 		}
 	}
-	d.readUsage(db, usageIDs, certified, &fx, fail)
+	d.readUsage(ctx, usageIDs, certified, &fx, fail)
 	d.readObjects(ctx, objects, &fx)
 	fx.BestsStored = d.storedBests(ctx, best, fail)
 	fx.MailsWanted += fx.OrdersPaid
@@ -164,7 +162,7 @@ func (d *demo) readEffects(ctx context.Context, conn *amqp.Connection, qerr erro
 
 // readOrders counts what the paid orders did: PAID rows, receipts sent,
 // recharges in the ledger, pro months. It returns the paid orders' numbers.
-func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail func(string, error)) (paid []string) {
+func (d *demo) readOrders(ctx context.Context, orders []demoOrder, fx *effects, fail func(string, error)) (paid []string) {
 	var recharges []string
 	for _, o := range orders {
 		switch {
@@ -183,8 +181,8 @@ func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail fun
 	}
 	fx.OrdersWanted = len(paid)
 	if len(paid) > 0 {
-		var rows []store.PaymentOrder
-		if err := db.Where("out_trade_no IN ?", paid).Find(&rows).Error; err != nil {
+		rows, err := store.NewOrders(d.db, d.rdb).List(ctx, paid)
+		if err != nil {
 			fail("payment_order", err)
 		}
 		for _, r := range rows {
@@ -197,40 +195,32 @@ func (d *demo) readOrders(db *gorm.DB, orders []demoOrder, fx *effects, fail fun
 		}
 	}
 	if len(recharges) > 0 {
-		var sum struct {
-			N   int
-			Fen decimal.Decimal
-		}
-		err := db.Raw("SELECT COUNT(*) AS n, COALESCE(SUM(amount_fen), 0) AS fen FROM agent_ledger WHERE kind = ? AND entry_id IN ?",
-			store.LedgerRecharge, recharges).Scan(&sum).Error
+		sum, err := store.NewLedger(d.db).TotalOf(ctx, store.LedgerRecharge, recharges)
 		if err != nil {
 			fail("agent_ledger", err)
 		}
-		fx.Recharges, fx.RechargedFen = sum.N, sum.Fen
+		fx.Recharges, fx.RechargedFen = sum.Rows, sum.Fen
 	}
 	return paid
 }
 
 // readUsage counts the deductions, usage events and identity materials
 // the demo's requests left.
-func (d *demo) readUsage(db *gorm.DB, usageIDs, certified []string, fx *effects, fail func(string, error)) {
-	if err := db.Raw("SELECT COUNT(*) FROM agent_ledger WHERE kind = ? AND entry_id LIKE ?", store.LedgerDeduct,
-		"demo-"+d.run+"-%").Scan(&fx.DeductRows).Error; err != nil {
+func (d *demo) readUsage(ctx context.Context, usageIDs, certified []string, fx *effects, fail func(string, error)) {
+	n, err := store.NewLedger(d.db).CountEntries(ctx, store.LedgerDeduct, "demo-"+d.run+"-", 0)
+	if err != nil {
 		fail("agent_ledger", err)
 	}
-	var n int64
+	fx.DeductRows = int(n)
 	if len(usageIDs) > 0 {
-		keys := make([]string, len(usageIDs))
-		for i, id := range usageIDs {
-			keys[i] = store.RequestKey(id, store.UsageKeyMax)
-		}
-		if err := db.Model(&store.UsageEvent{}).Where("request_id IN ?", keys).Count(&n).Error; err != nil {
+		n, err := store.NewUsageStats(d.db, d.rdb).CountEvents(ctx, usageIDs)
+		if err != nil {
 			fail("agent_usage_event", err)
 		}
 		fx.UsageEvents = int(n)
 	}
 	if len(certified) > 0 {
-		err := db.Model(&store.IdentityVerification{}).Where("certify_id IN ? AND material_info_url IS NOT NULL", certified).Count(&n).Error
+		n, err := store.NewIdentities(d.db, d.rdb).CountWithMaterial(ctx, certified)
 		if err != nil {
 			fail("identity_verification", err)
 		}
@@ -261,13 +251,7 @@ func (d *demo) storedBests(ctx context.Context, best map[[2]string]int64, fail f
 	if len(best) == 0 {
 		return 0
 	}
-	var rows []struct {
-		Username string
-		GameID   string
-		Score    int64
-	}
-	err := d.db.WithContext(ctx).Raw(`SELECT u.username, s.game_id, s.score FROM mini_game_score s
-		JOIN user_account u ON u.id = s.user_id WHERE u.username IN ?`, d.userNames()).Scan(&rows).Error
+	rows, err := store.NewScores(d.db, d.rdb).BestsOf(ctx, d.userNames())
 	if err != nil {
 		fail("mini_game_score", err)
 	}

@@ -139,18 +139,12 @@ func otherStates(states map[string]int) string {
 // printBalances shows each user's balance before and after, the ledger
 // rows written since the run began, and the hot balance the API answers.
 func (d *demo) printBalances(ctx context.Context, out io.Writer) error {
-	var moved []struct {
-		Username string
-		Kind     string
-		Fen      decimal.Decimal
-	}
-	err := d.db.WithContext(ctx).Raw(`SELECT username, kind, SUM(amount_fen) AS fen FROM agent_ledger
-		WHERE id > ? AND username IN ? GROUP BY username, kind`, d.ledgerMark, d.userNames()).Scan(&moved).Error
+	moved, err := store.NewLedger(d.db).MovedSince(ctx, d.ledgerMark, d.userNames())
 	if err != nil {
 		return err
 	}
-	var accounts []store.UserAccount
-	if err := d.db.WithContext(ctx).Where("username IN ?", d.userNames()).Find(&accounts).Error; err != nil {
+	accounts, err := store.NewAccounts(d.db).List(ctx, d.userNames())
+	if err != nil {
 		return err
 	}
 	after := map[string]store.UserAccount{}
@@ -239,29 +233,32 @@ func (d *demo) printDeadMessages(ctx context.Context, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  TABLE\tROWS\tSINCE THE DEMO BEGAN\tNEWEST LAST_ERROR")
 	seen := map[string]bool{}
+	dead := store.NewDeadLetters(d.db)
 	for _, dom := range d.tp.Domains() {
 		if dom.DLQTable == "" || seen[dom.DLQTable] {
 			continue
 		}
 		seen[dom.DLQTable] = true
-		var n struct{ All, Recent int }
-		err := d.db.WithContext(ctx).Table(dom.DLQTable).Select("COUNT(*) AS `all`, COALESCE(SUM(dead_at >= ?), 0) AS recent",
-			d.began.Add(-time.Second).UTC()).Scan(&n).Error
+		all, err := dead.Count(ctx, dom.DLQTable, store.DeadLetterFilter{})
 		if err != nil {
-			return fmt.Errorf("%s: %w", dom.DLQTable, err)
+			return err
+		}
+		recent, err := dead.Count(ctx, dom.DLQTable, store.DeadLetterFilter{Since: d.began.Add(-time.Second).UTC()})
+		if err != nil {
+			return err
 		}
 		last := "-"
-		if n.All > 0 {
-			var row store.DeadLetter
-			if err := d.db.WithContext(ctx).Table(dom.DLQTable).Select("id, last_error").Order("id DESC").Take(&row).Error; err != nil {
-				return fmt.Errorf("%s: %w", dom.DLQTable, err)
+		if all > 0 {
+			rows, err := dead.List(ctx, dom.DLQTable, store.DeadLetterFilter{Limit: 1, NewestFirst: true, SizesOnly: true})
+			if err != nil {
+				return err
 			}
 			last = "(none)"
-			if row.LastError != nil {
-				last = clipText(strings.Join(strings.Fields(*row.LastError), " "), 100)
+			if len(rows) > 0 && rows[0].LastError != nil {
+				last = clipText(strings.Join(strings.Fields(*rows[0].LastError), " "), 100)
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", dom.DLQTable, n.All, n.Recent, last)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", dom.DLQTable, all, recent, last)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
