@@ -107,6 +107,21 @@ func PingMySQL(ctx context.Context, db *gorm.DB) error {
 // CreateDatabase creates the DSN's database if it does not exist, connecting
 // without selecting it.
 func CreateDatabase(ctx context.Context, dsn string) error {
+	return onServer(ctx, dsn, "create", func(name string) string {
+		return "CREATE DATABASE IF NOT EXISTS " + quoteIdent(name) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+	})
+}
+
+// DropDatabase drops the DSN's database if it exists, connecting without
+// selecting it: a scratch database (the bench's) goes with everything in
+// it.
+func DropDatabase(ctx context.Context, dsn string) error {
+	return onServer(ctx, dsn, "drop", func(name string) string { return "DROP DATABASE IF EXISTS " + quoteIdent(name) })
+}
+
+// onServer runs the statement stmt makes of the DSN's database name on a
+// connection to its server that selects no database.
+func onServer(ctx context.Context, dsn, what string, stmt func(name string) string) error {
 	c, err := NormalizeDSN(dsn)
 	if err != nil {
 		return err
@@ -118,12 +133,11 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 	c.DBName = ""
 	sqlDB, err := sql.Open("mysql", c.FormatDSN())
 	if err != nil {
-		return fmt.Errorf("store: create database %s: %w", name, err)
+		return fmt.Errorf("store: %s database %s: %w", what, name, err)
 	}
 	defer sqlDB.Close()
-	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(name) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-	if _, err := sqlDB.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("store: create database %s: %w", name, err)
+	if _, err := sqlDB.ExecContext(ctx, stmt(name)); err != nil {
+		return fmt.Errorf("store: %s database %s: %w", what, name, err)
 	}
 	return nil
 }

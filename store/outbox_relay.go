@@ -215,3 +215,48 @@ func outboxTable(table string) error {
 	}
 	return nil
 }
+
+// Pending says whether table holds a row not published yet (parked rows
+// included). It reads one entry of the claim index.
+func (o *Outbox) Pending(ctx context.Context, table string) (bool, error) {
+	if err := outboxTable(table); err != nil {
+		return false, err
+	}
+	var left bool
+	if err := o.db.WithContext(ctx).Raw("SELECT EXISTS (SELECT 1 FROM " + table + " WHERE published_at IS NULL)").Scan(&left).Error; err != nil {
+		return false, fmt.Errorf("store: rows left in %s: %w", table, err)
+	}
+	return left, nil
+}
+
+// PublishSpan is how the rows of the message outbox were published, by
+// the database's clock: from the first mark to the last, the rows the
+// first mark published (a mark sets one time for its whole batch) and the
+// rows in all.
+type PublishSpan struct {
+	Span  time.Duration
+	First int64
+	Rows  int64
+}
+
+// PublishedSpan measures the message outbox's publishes (PublishSpan).
+func (o *Outbox) PublishedSpan(ctx context.Context) (PublishSpan, error) {
+	var row struct {
+		Micros *int64 `gorm:"column:micros"`
+		First  *int64 `gorm:"column:first"`
+		Rows   int64  `gorm:"column:n"`
+	}
+	err := o.db.WithContext(ctx).Raw(`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(published_at), MAX(published_at)) AS micros,
+		SUM(published_at = (SELECT MIN(published_at) FROM outbox)) AS first, COUNT(*) AS n FROM outbox`).Scan(&row).Error
+	if err != nil {
+		return PublishSpan{}, fmt.Errorf("store: publish span of outbox: %w", err)
+	}
+	s := PublishSpan{Rows: row.Rows}
+	if row.Micros != nil {
+		s.Span = time.Duration(*row.Micros) * time.Microsecond
+	}
+	if row.First != nil {
+		s.First = *row.First
+	}
+	return s, nil
+}

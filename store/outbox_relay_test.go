@@ -126,3 +126,55 @@ func TestPresenceOfAnOwnerIsHeldOnce(t *testing.T) {
 	require.NoError(t, second.Hold(ctx), "and its name is free again")
 	second.Leave(ctx)
 }
+
+// A claim leases the rows due to it; a mark by another claim is fenced;
+// the rows published and the rows left are what the operator's reads say.
+func TestOutboxClaimMarkAndWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	db := storetest.MySQL(t)
+	ctx := context.Background()
+	out := store.NewOutbox(db)
+	left, err := out.Pending(ctx, "outbox")
+	require.NoError(t, err)
+	require.False(t, left)
+	for range 3 {
+		require.NoError(t, db.Exec("INSERT INTO outbox (message_id, domain, payload, headers) VALUES (?, 'payment-receipt', '{}', '{}')",
+			uuid.NewString()).Error)
+	}
+	rows, err := out.ClaimMessages(ctx, "r/1", 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, 1, rows[0].Attempts, "this claim counts")
+	rest, err := out.ClaimMessages(ctx, "r/2", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rest, 1, "leased rows are not due")
+
+	marked, err := out.MarkPublished(ctx, "outbox", "r/2", []uint64{rows[0].ID, rest[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, 1, marked, "r/2 marks only its own row")
+	held, err := out.Retry(ctx, "outbox", "r/1", rows[1].ID, "nack", time.Hour)
+	require.NoError(t, err)
+	require.True(t, held)
+	held, err = out.Park(ctx, "outbox", "r/1", rows[1].ID, "bad")
+	require.NoError(t, err)
+	require.False(t, held, "no longer r/1's after its retry")
+	marked, err = out.MarkPublished(ctx, "outbox", "r/1", []uint64{rows[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, 1, marked)
+
+	left, err = out.Pending(ctx, "outbox")
+	require.NoError(t, err)
+	require.True(t, left, "the row backed off")
+	span, err := out.PublishedSpan(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, span.Rows)
+	require.GreaterOrEqual(t, span.First, int64(1))
+	require.GreaterOrEqual(t, span.Span, time.Duration(0))
+	b, err := out.Backlog(ctx, "outbox")
+	require.NoError(t, err)
+	require.Zero(t, b.Parked)
+	require.Positive(t, b.Oldest)
+
+	_, err = out.MarkPublished(ctx, "outbox; DROP TABLE outbox", "r/1", []uint64{1})
+	require.ErrorContains(t, err, "is not an outbox table")
+}

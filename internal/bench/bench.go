@@ -290,7 +290,8 @@ func (r *run) setUp(ctx context.Context) error {
 	if err := r.seed(ctx); err != nil {
 		return err
 	}
-	return r.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(id), 0) FROM agent_ledger").Scan(&r.baseID).Error
+	r.baseID, err = store.NewLedger(r.db).LastID(ctx)
+	return err
 }
 
 // benchModel is the model the bench's requests name, and its price.

@@ -163,15 +163,12 @@ func (r *run) processes() []process {
 // seen and how many there were then.
 func (r *run) waitLedger(ctx context.Context, want int64, timeout time.Duration, first func(time.Time, int64)) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
-	pattern := r.id + "-%"
 	var last int64 = -1
 	for {
-		var n int64
-		err := r.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM agent_ledger WHERE id > ? AND kind = ? AND entry_id LIKE ?",
-			r.baseID, store.LedgerDeduct, pattern).Scan(&n).Error
+		n, err := store.NewLedger(r.db).CountEntries(ctx, store.LedgerDeduct, r.id+"-", r.baseID)
 		now := time.Now()
 		if err != nil {
-			return now, fmt.Errorf("bench: count ledger rows: %w", err)
+			return now, fmt.Errorf("bench: %w", err)
 		}
 		if first != nil && last >= 0 && n > last {
 			first(now, n)

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/eisland/isle/store"
@@ -48,7 +46,7 @@ func startFleet(ctx context.Context, r *run, dir string) (*fleet, error) {
 	c.DBName = FleetDatabaseDefault
 	f := &fleet{r: r, dir: dir, dsn: c.FormatDSN()}
 	r.logf("own fleet: database %s, key prefix %s:, names %s.*; logs in %s", FleetDatabaseDefault, FleetPrefixDefault, FleetPrefixDefault, dir)
-	if err := dropDatabase(ctx, f.dsn); err != nil {
+	if err := store.DropDatabase(ctx, f.dsn); err != nil {
 		return nil, err
 	}
 	if err := store.CreateDatabase(ctx, f.dsn); err != nil {
@@ -232,27 +230,8 @@ func (f *fleet) remove(keep bool) error {
 	if f.redis != nil {
 		errs = append(errs, wipeRedis(ctx, f.redis), f.redis.Close())
 	}
-	errs = append(errs, dropDatabase(ctx, f.dsn))
+	errs = append(errs, store.DropDatabase(ctx, f.dsn))
 	return errors.Join(errs...)
-}
-
-// dropDatabase drops the DSN's database if it exists.
-func dropDatabase(ctx context.Context, dsn string) error {
-	c, err := store.NormalizeDSN(dsn)
-	if err != nil {
-		return err
-	}
-	name := c.DBName
-	c.DBName = ""
-	db, err := sql.Open("mysql", c.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+strings.ReplaceAll(name, "`", "``")+"`"); err != nil {
-		return fmt.Errorf("bench: drop database %s: %w", name, err)
-	}
-	return nil
 }
 
 func declare(url string, tp *topology.Topology) error {

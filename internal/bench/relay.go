@@ -254,12 +254,11 @@ func (r *run) relayDrain(ctx context.Context, d topology.Domain) error {
 	// the backlog's. Each probe reads one entry of the claim index.
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		var left int
-		err := r.db.WithContext(ctx).Raw("SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)").Scan(&left).Error
+		left, err := store.NewOutbox(r.db).Pending(ctx, "outbox")
 		if err != nil {
-			return fmt.Errorf("bench: outbox rows left: %w", err)
+			return fmt.Errorf("bench: %w", err)
 		}
-		if left == 0 {
+		if !left {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -275,13 +274,7 @@ func (r *run) relayDrain(ctx context.Context, d topology.Domain) error {
 	// Timed on the database's clock, from the first batch's mark to the
 	// last's: the rows after the first batch over that time. A mark sets
 	// one NOW(6) for every row of its batch.
-	var span struct {
-		Micros int64 `gorm:"column:micros"`
-		First  int64 `gorm:"column:first"`
-		Rows   int64 `gorm:"column:n"`
-	}
-	err := r.db.WithContext(ctx).Raw(`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(published_at), MAX(published_at)) AS micros,
-		SUM(published_at = (SELECT MIN(published_at) FROM outbox)) AS first, COUNT(*) AS n FROM outbox`).Scan(&span).Error
+	span, err := store.NewOutbox(r.db).PublishedSpan(ctx)
 	if err != nil {
 		return fmt.Errorf("bench: time the drain: %w", err)
 	}
@@ -289,8 +282,8 @@ func (r *run) relayDrain(ctx context.Context, d topology.Domain) error {
 		return fmt.Errorf("bench: the outbox holds %d rows, not the %d written", span.Rows, n)
 	}
 	dr.Rows, dr.FirstPublishedRows = span.Rows, span.First
-	dr.Seconds = float64(span.Micros) / 1e6
-	if span.Micros > 0 {
+	dr.Seconds = span.Span.Seconds()
+	if span.Span > 0 {
 		dr.PerSecond = float64(span.Rows-span.First) / dr.Seconds
 	}
 	if raw := r.report.Baselines.RawPublish.PerSecond; raw > 0 {

@@ -146,8 +146,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // accountIDs returns the users' account ids.
 func (r *run) accountIDs(ctx context.Context, users []string) ([]int64, error) {
-	var accounts []store.UserAccount
-	if err := r.db.WithContext(ctx).Select("id", "username").Where("username IN ?", users).Find(&accounts).Error; err != nil {
+	accounts, err := store.NewAccounts(r.db).List(ctx, users)
+	if err != nil {
 		return nil, err
 	}
 	byName := make(map[string]int64, len(accounts))
@@ -219,8 +219,8 @@ func startSession(ctx context.Context, c *http.Client, url string, header http.H
 func (r *run) waitBest(ctx context.Context, ids []int64, want func(u int) int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		var rows []store.GameScore
-		if err := r.db.WithContext(ctx).Select("user_id", "score").Where("game_id = ? AND user_id IN ?", scoreGame, ids).Find(&rows).Error; err != nil {
+		rows, err := store.NewScores(r.db, r.rdb).Bests(ctx, scoreGame, ids)
+		if err != nil {
 			return err
 		}
 		got := make(map[int64]int64, len(rows))
