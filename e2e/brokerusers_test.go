@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"

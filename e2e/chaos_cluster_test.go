@@ -25,7 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"

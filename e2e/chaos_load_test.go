@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eisland/isle/internal/images"
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/images"
+	"github.com/eisland/isle/internal/kit/paynotify"
 )
 
 // The mixed load: every domain's clients at once, each recording what the

@@ -23,7 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/eisland/isle/internal/browsertest"
+	"github.com/eisland/isle/internal/kit/browsertest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/images"
+	"github.com/eisland/isle/internal/kit/images"
 	"github.com/eisland/isle/store"
 	"github.com/stretchr/testify/require"
 )

@@ -13,7 +13,7 @@ import (
 )
 
 // SQL is written in store, and in the kit's transaction helper
-// (internal/sqltx): every other package asks store. A call that sends a
+// (internal/kit/sqltx): every other package asks store. A call that sends a
 // statement on a *gorm.DB, or on database/sql's DB, Conn or Tx, anywhere
 // else outside tests is refused. The bench's raw MySQL baseline, which
 // times the server itself on a table of its own, is the one exception.
@@ -33,9 +33,9 @@ func TestSQLOnlyInStore(t *testing.T) {
 	receivers := []string{"gorm.io/gorm.DB", "database/sql.DB", "database/sql.Conn", "database/sql.Tx"}
 	allowed := func(pkg, file, fn string) bool {
 		switch {
-		case pkg == "store" || strings.HasPrefix(pkg, "store/") || pkg == "internal/sqltx":
+		case pkg == "store" || strings.HasPrefix(pkg, "store/") || pkg == "internal/kit/sqltx":
 			return true
-		case pkg == "internal/bench" && file == "services.go" && fn == "mysqlBatch":
+		case pkg == "cmd/islectl/internal/bench" && file == "services.go" && fn == "mysqlBatch":
 			return true
 		}
 		return false

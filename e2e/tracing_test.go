@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/images"
+	"github.com/eisland/isle/internal/kit/images"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"

@@ -6,7 +6,7 @@
 //
 // The rules are plain Go: no SQL, no Redis, no clock of their own (the
 // caller passes now). store persists what they decide (sessions, the best
-// runs, the leaderboards), internal/httpapi checks a submission with them
+// runs, the leaderboards), internal/service/httpapi checks a submission with them
 // and handlers refuse for good what they refuse. game imports nothing of
 // Isle (e2e/imports_test.go), and its tests need no service.
 package game

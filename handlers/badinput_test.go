@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/objstore"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
@@ -24,7 +24,7 @@ import (
 
 // badMessagesBuilt is how many bad messages the table holds: the test fails
 // when it drops below (the two tables together hold at least 60;
-// internal/httpapi/badinput_test.go has the endpoints').
+// internal/service/httpapi/badinput_test.go has the endpoints').
 const badMessagesBuilt = 83
 
 // The two answers a consumer may give a bad message (doc/messaging.md): a

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/mail"
+	"github.com/eisland/isle/internal/kit/mail"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"

@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/objstore"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/objstore"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"

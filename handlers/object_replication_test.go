@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/objstore"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"

@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"

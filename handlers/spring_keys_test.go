@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"

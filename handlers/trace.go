@@ -3,7 +3,7 @@ package handlers
 import (
 	"context"
 
-	"github.com/eisland/isle/internal/tracing"
+	"github.com/eisland/isle/internal/kit/tracing"
 	"go.opentelemetry.io/otel/trace"
 )
 

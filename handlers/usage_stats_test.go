@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"

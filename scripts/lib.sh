@@ -109,7 +109,7 @@ ensure_services() {
   ensure_rabbitmq
 }
 
-# ensure_chromium: the operator console's browser test (internal/console)
+# ensure_chromium: the operator console's browser test (internal/service/console)
 # drives Debian's chromium headless; it is installed as root when missing,
 # and otherwise that test skips itself.
 ensure_chromium() {

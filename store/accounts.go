@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf16"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )

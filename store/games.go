@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/game"
-	"github.com/eisland/isle/internal/lease"
+	"github.com/eisland/isle/internal/kit/lease"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"

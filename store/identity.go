@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"

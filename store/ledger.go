@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"gorm.io/gorm"
 )
 

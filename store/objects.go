@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/topology"
 	"gorm.io/gorm"
 )

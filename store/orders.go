@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/lease"
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/lease"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
@@ -68,7 +68,7 @@ func (o *Orders) ProMonthPrice(ctx context.Context) (int64, error) {
 // ProMonthPrice), ErrOrderLocked while another creation for the same user
 // and product runs, *ErrActiveOrder while the user has an unexpired
 // PENDING order. The creation lock is taken with SET NX PX and a UUID and
-// released only if it still holds that UUID (internal/lease). One active
+// released only if it still holds that UUID (internal/kit/lease). One active
 // order per user holds even without the lock (another product, a lock that
 // expired): the check and the insert run in one transaction that locks the
 // user's PENDING rows, so two concurrent creations serialise on MySQL.

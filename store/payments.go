@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eisland/isle/internal/lease"
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/lease"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"

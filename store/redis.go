@@ -44,7 +44,7 @@ type Redis struct {
 	// command once: go-redis's own retries would hide a first try whose
 	// answer was lost behind a later try's refused dial, and the charge's
 	// caller must see every try to know whether one may have run (it
-	// retries itself: internal/billing).
+	// retries itself: internal/service/billing).
 	deductOnce *redis.Client
 	keys       keys.Builder
 }

@@ -7,8 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 
-	"github.com/eisland/isle/internal/luascript"
-	"github.com/eisland/isle/internal/tracing"
+	"github.com/eisland/isle/internal/kit/luascript"
+	"github.com/eisland/isle/internal/kit/tracing"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"

@@ -3,7 +3,7 @@ package store
 import (
 	"embed"
 
-	"github.com/eisland/isle/internal/luascript"
+	"github.com/eisland/isle/internal/kit/luascript"
 )
 
 //go:embed lua/*.lua lua/lib/*.lua

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eisland/isle/internal/lease"
+	"github.com/eisland/isle/internal/kit/lease"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 )

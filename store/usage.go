@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/sqltx"
+	"github.com/eisland/isle/internal/kit/sqltx"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eisland/isle/internal/groupcommit"
+	"github.com/eisland/isle/internal/kit/groupcommit"
 	"gorm.io/gorm"
 )
 

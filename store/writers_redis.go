@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/eisland/isle/internal/groupcommit"
+	"github.com/eisland/isle/internal/kit/groupcommit"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 )

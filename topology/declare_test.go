@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"

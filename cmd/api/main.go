@@ -12,10 +12,10 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/billing"
-	"github.com/eisland/isle/internal/httpapi"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/paynotify"
+	"github.com/eisland/isle/internal/service/billing"
+	"github.com/eisland/isle/internal/service/httpapi"
 )
 
 func main() { app.Main("api", run) }

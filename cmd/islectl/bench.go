@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/bench"
-	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/cmd/islectl/internal/bench"
+	"github.com/eisland/isle/internal/service/httpapi"
 )
 
 // runBench measures the billing path against raw baselines in one run and

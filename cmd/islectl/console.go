@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/app"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/service/httpapi"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 	"github.com/shopspring/decimal"

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 )

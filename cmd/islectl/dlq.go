@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/dlq"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/service/dlq"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )

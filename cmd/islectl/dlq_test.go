@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/dlq"
+	"github.com/eisland/isle/internal/service/dlq"
 	"github.com/eisland/isle/store"
 	"github.com/stretchr/testify/require"
 )

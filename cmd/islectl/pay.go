@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/eisland/isle/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/eisland/isle/order"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/store/storetest"

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 )
 
 // The key directory of `islectl pay keys`: local TEST gateway keys, one

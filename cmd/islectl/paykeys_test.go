@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/stretchr/testify/require"
 )
 

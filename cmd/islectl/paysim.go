@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 	"github.com/eisland/isle/topology"
 	"github.com/google/uuid"
 )

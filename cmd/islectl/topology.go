@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"
 )

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/service/httpapi"
 	"github.com/eisland/isle/store"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"

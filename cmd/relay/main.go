@@ -11,8 +11,8 @@ import (
 
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/relay"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/service/relay"
 )
 
 func main() { app.Main("relay", run) }

@@ -18,7 +18,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 )
 
 func main() { app.Main("worker", run) }

@@ -10,8 +10,8 @@ import (
 	"github.com/eisland/isle/cmd/internal/app"
 	"github.com/eisland/isle/cmd/internal/config"
 	"github.com/eisland/isle/handlers"
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
 	"github.com/prometheus/client_golang/prometheus"
 )

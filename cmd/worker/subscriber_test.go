@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store/storetest"
 	"github.com/eisland/isle/topology"
 	amqp "github.com/rabbitmq/amqp091-go"

@@ -1,4 +1,4 @@
--- Each run of a reconciler job (internal/reconcile: scheduled, `reconcile
+-- Each run of a reconciler job (internal/service/reconcile: scheduled, `reconcile
 -- -once` or the operator console's "run now"), for operators to read: who
 -- ran it and where, when it started and ended, what it did (the Result an
 -- operator reads, as text and as JSON with the log's names) or why it

@@ -1,4 +1,4 @@
--- The relays running now (internal/relay, doc/outbox.md "A relay that
+-- The relays running now (internal/service/relay, doc/outbox.md "A relay that
 -- dies"). Each relay holds a MySQL named lock, lock_name, on a connection of
 -- its own for as long as it runs, and lists itself here; instance tells
 -- this start of an owner from a later one. A relay that finds rows claimed

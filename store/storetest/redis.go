@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eisland/isle/internal/keyclean"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keyclean"
 	"github.com/eisland/isle/store/keys"
 	"github.com/redis/go-redis/v9"
 )

@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/eisland/isle/internal/correlation"
+	"github.com/eisland/isle/internal/kit/correlation"
 )
 
 // StartupWait bounds how long a binary waits for a service that is not up yet

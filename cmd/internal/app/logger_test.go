@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/app"
-	"github.com/eisland/isle/internal/correlation"
+	"github.com/eisland/isle/internal/kit/correlation"
 	"github.com/stretchr/testify/require"
 )
 

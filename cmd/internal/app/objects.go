@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/objstore"
 )
 
 // Stores are the object stores of config.Objects, open.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/tracing"
+	"github.com/eisland/isle/internal/kit/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/httpapi"
-	"github.com/eisland/isle/internal/messaging"
-	"github.com/eisland/isle/internal/relay"
+	"github.com/eisland/isle/internal/kit/messaging"
+	"github.com/eisland/isle/internal/service/httpapi"
+	"github.com/eisland/isle/internal/service/relay"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
@@ -184,7 +184,7 @@ func loadWorker(l *loader) WorkerSection {
 		w.Concurrency[name] = n
 	}
 	w.Subscriber = l.OneOf("WORKER_SUBSCRIBER", SubscriberIsle, []string{SubscriberIsle, SubscriberWatermillAMQP},
-		"What consumes the queues for the worker's handlers: isle (internal/messaging's subscriber), or watermill-amqp (watermill-amqp/v3's subscriber, with the same channels, prefetch, handlers and middleware). "+
+		"What consumes the queues for the worker's handlers: isle (internal/kit/messaging's subscriber), or watermill-amqp (watermill-amqp/v3's subscriber, with the same channels, prefetch, handlers and middleware). "+
 			"watermill-amqp exists only to compare the two (`islectl bench`, doc/messaging.md) and is much slower: each of its channels hands out one delivery at a time and waits for its ack before the next. "+
 			"It is refused without ISLE_BENCH=1: it tells no redelivery apart, so a redelivered message without an id (a Spring producer's) would be applied twice.")
 	bench := l.Bool("ISLE_BENCH", false,

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/mail"
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/mail"
+	"github.com/eisland/isle/internal/kit/objstore"
 	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/keyclean"
-	"github.com/eisland/isle/internal/messaging"
+	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/store"
+	"github.com/eisland/isle/store/keyclean"
 	"github.com/eisland/isle/store/keys"
 	"github.com/eisland/isle/topology"
 )

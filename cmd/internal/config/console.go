@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eisland/isle/internal/console"
+	"github.com/eisland/isle/internal/service/console"
 )
 
 // Console is the operator console's section, read by the API (which serves

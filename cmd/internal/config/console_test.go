@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/console"
+	"github.com/eisland/isle/internal/service/console"
 	"github.com/stretchr/testify/require"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/service/httpapi"
 )
 
 // The API's edge (doc/edge.md): which proxies in front of it it believes

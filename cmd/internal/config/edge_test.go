@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/httpapi"
+	"github.com/eisland/isle/internal/service/httpapi"
 	"github.com/stretchr/testify/require"
 )
 

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/eisland/isle/internal/objstore"
+	"github.com/eisland/isle/internal/kit/objstore"
 )
 
 // Objects is where objects are kept (doc/objects.md): the source store

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/eisland/isle/internal/paynotify"
+	"github.com/eisland/isle/internal/kit/paynotify"
 )
 
 // Payments holds the gateways' keys the API verifies callbacks with, and

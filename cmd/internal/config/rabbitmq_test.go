@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/rabbitadmin"
+	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 )

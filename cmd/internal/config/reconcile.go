@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eisland/isle/internal/reconcile"
+	"github.com/eisland/isle/internal/service/reconcile"
 	"github.com/eisland/isle/store"
 	"github.com/eisland/isle/topology"
 )
