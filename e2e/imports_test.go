@@ -94,6 +94,7 @@ func TestImportGraph(t *testing.T) {
 		"cmd/internal/config": {"internal/service/console", "internal/service/httpapi", "store/keyclean", "internal/kit/messaging", "internal/kit/objstore", "internal/kit/paynotify", "internal/service/reconcile",
 			"internal/service/relay", "store", "store/keys", "topology"},
 		"cmd/internal/config/gendoc": {"cmd/internal/config"},
+		"handlers/gendeploy":         {"handlers", "topology"},
 		"cmd/internal/app": {"cmd/internal/config", "internal/service/console", "internal/kit/correlation", "internal/service/dlq", "store/keyclean", "internal/kit/mail", "internal/kit/messaging", "internal/kit/tracing",
 			"internal/kit/objstore", "internal/kit/rabbitadmin", "internal/service/reconcile", "store", "topology"},
 		"cmd/api":    {"cmd/internal/app", "cmd/internal/config", "internal/service/billing", "internal/service/httpapi", "internal/kit/messaging", "internal/kit/paynotify"},

@@ -176,7 +176,7 @@ func TestDeployDocTable(t *testing.T) {
 		for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
 			queues = append(queues, "eisland."+m[1])
 		}
-		if cells[2] == "the seven DLQs" {
+		if cells[2] == "every DLQ" {
 			queues = []string{"dlq"}
 		}
 		documented[strings.Trim(cells[0], "`")] = kind{strings.Trim(cells[1], "`"), strings.Join(queues, ","), cells[3], cells[4]}
@@ -192,7 +192,9 @@ func TestDeployDocTable(t *testing.T) {
 			queues = append(queues, tr.Metadata["queueName"])
 		}
 		if strings.HasSuffix(o.Name, "-dlq") {
-			require.Len(t, queues, 7)
+			for _, q := range queues {
+				require.True(t, strings.HasSuffix(q, ".dlq"), "the DLQ worker scales on %s", q)
+			}
 			queues = []string{"dlq"}
 		}
 		built[o.Name] = kind{Queues: strings.Join(queues, ","), Value: so.Spec.Triggers[0].Metadata["value"], Max: strconv.Itoa(int(*so.Spec.MaxReplicaCount))}
