@@ -16,6 +16,8 @@ type Message interface {
 	// Record is the Java record name, e.g. "EmailCodeDispatchMessage": the
 	// Domain.Message of its domain.
 	Record() string
+	// Domain is the name of the domain it travels on, e.g. "email".
+	Domain() string
 }
 
 // The 8 records of the contract.

@@ -35,6 +35,9 @@ type AgentUsageStats struct {
 // Record is the Java record name.
 func (AgentBillingDeduct) Record() string { return "AgentBillingDeductMessage" }
 
+// Domain is the domain AgentBillingDeduct travels on.
+func (AgentBillingDeduct) Domain() string { return DomainAgentBilling }
+
 // Validate requires the user, an amount > 0 that fits DECIMAL(20,8), the
 // model and token counts >= 0. DeductionID may be empty: the consumer
 // derives one.
@@ -62,6 +65,9 @@ func (m AgentBillingDeduct) Amount() (decimal.Decimal, error) {
 
 // Record is the Java record name.
 func (AgentUsageStats) Record() string { return "AgentUsageStatsMessage" }
+
+// Domain is the domain AgentUsageStats travels on.
+func (AgentUsageStats) Domain() string { return DomainAgentUsageStats }
 
 // Validate requires the model and counts and cost >= 0.
 func (m AgentUsageStats) Validate() error {

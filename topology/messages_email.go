@@ -17,6 +17,9 @@ type EmailCodeDispatch struct {
 // Record is the Java record name.
 func (EmailCodeDispatch) Record() string { return "EmailCodeDispatchMessage" }
 
+// Domain is the domain EmailCodeDispatch travels on.
+func (EmailCodeDispatch) Domain() string { return DomainEmail }
+
 // Validate requires a mailable email, a known scene, a 6-digit code and a
 // creation time.
 func (m EmailCodeDispatch) Validate() error {

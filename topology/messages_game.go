@@ -18,6 +18,9 @@ type ScoreUpsert struct {
 // Record is the Java record name.
 func (ScoreUpsert) Record() string { return "ScoreUpsertMessage" }
 
+// Domain is the domain ScoreUpsert travels on.
+func (ScoreUpsert) Domain() string { return DomainMiniGameScore }
+
 // Validate requires the submit id, a user id > 0, the game, and score,
 // duration and moves >= 0, and the strings to fit mini_game_score's
 // columns.

@@ -12,6 +12,9 @@ type IdentityMaterial struct {
 // Record is the Java record name.
 func (IdentityMaterial) Record() string { return "IdentityMaterialMessage" }
 
+// Domain is the domain IdentityMaterial travels on.
+func (IdentityMaterial) Domain() string { return DomainIdentityMaterial }
+
 // Validate requires the user, the certification id and the material.
 func (m IdentityMaterial) Validate() error {
 	return firstError(

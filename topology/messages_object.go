@@ -11,5 +11,8 @@ type ObjectReplication struct {
 // Record is the Java record name.
 func (ObjectReplication) Record() string { return "ObjectReplicationMessage" }
 
+// Domain is the domain ObjectReplication travels on.
+func (ObjectReplication) Domain() string { return DomainObjectReplication }
+
 // Validate requires a task id > 0.
 func (m ObjectReplication) Validate() error { return positivePtr("taskId", m.TaskID) }

@@ -42,6 +42,9 @@ type PaymentReceiptDispatch struct {
 // Record is the Java record name.
 func (PaymentNotify) Record() string { return "PaymentNotifyMessage" }
 
+// Domain is the domain PaymentNotify travels on.
+func (PaymentNotify) Domain() string { return DomainPaymentNotify }
+
 // Validate requires a known channel, the order number and the trade state,
 // and the ids to fit payment_notify_record's columns. NotifyID and
 // TransactionID may be empty: the consumer derives a key. AmountFen may be
@@ -65,6 +68,9 @@ func (m PaymentNotify) Validate() error {
 
 // Record is the Java record name.
 func (PaymentReceiptDispatch) Record() string { return "PaymentReceiptDispatchMessage" }
+
+// Domain is the domain PaymentReceiptDispatch travels on.
+func (PaymentReceiptDispatch) Domain() string { return DomainPaymentReceipt }
 
 // Validate requires a mailable email and the order number; AmountFen may be
 // null but not <= 0.
