@@ -52,13 +52,17 @@ func NewDeductor(l Ledger, b BalanceSettler, log *slog.Logger) *Deductor {
 }
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
-func billingDeductConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+func billingDeductConsumer(d Deps, log *slog.Logger) *Deductor {
 	settler := d.Settler
 	if settler == nil {
 		settler = store.NewBalances(d.DB, d.Redis)
 	}
-	return messaging.Typed(NewDeductor(d.Ledger, settler, log).Handle)
+	return NewDeductor(d.Ledger, settler, log)
 }
+
+// Options: its deductions meet in the ledger writer and the
+// settle pipeline (Options.GroupCommits).
+func (h *Deductor) Options() Options { return Options{GroupCommits: true} }
 
 // Handle applies one deduction: its calls meet those of the other
 // handlers in flight in the group-committing writers, which make the

@@ -45,8 +45,8 @@ func NewCodeMailer(m mail.Mailer, once SentOnce, log *slog.Logger) *CodeMailer {
 	return &CodeMailer{mailer: m, once: once, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
 }
 
-func emailCodeConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewCodeMailer(d.Mailer, store.NewSentMails(d.Redis), log).Handle)
+func emailCodeConsumer(d Deps, log *slog.Logger) *CodeMailer {
+	return NewCodeMailer(d.Mailer, store.NewSentMails(d.Redis), log)
 }
 
 // Handle mails m's code, unless it expired or was mailed before.

@@ -35,8 +35,8 @@ func NewMaterialRecorder(ids *store.Identities, s objstore.Store, log *slog.Logg
 	return &MaterialRecorder{ids: ids, store: s, log: log}
 }
 
-func identityMaterialConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log).Handle)
+func identityMaterialConsumer(d Deps, log *slog.Logger) *MaterialRecorder {
+	return NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log)
 }
 
 // MaterialKey is where a certification's material is stored: a digest of

@@ -45,8 +45,8 @@ func NewReplicator(db *gorm.DB, source, target objstore.Store, timeout time.Dura
 	return &Replicator{objects: store.NewObjects(db), source: source, target: target, timeout: timeout, log: log, now: time.Now}
 }
 
-func objectReplicationConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewReplicator(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log).Handle)
+func objectReplicationConsumer(d Deps, log *slog.Logger) *Replicator {
+	return NewReplicator(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log)
 }
 
 // Handle replicates the object of m's task.

@@ -47,9 +47,8 @@ func NewNoticeApplier(orders *store.Orders, proofs PaymentProofs, receipts topol
 	return &NoticeApplier{orders: orders, proofs: proofs, receipts: receipts, log: log}
 }
 
-func paymentNotifyConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	h := NewNoticeApplier(store.NewOrders(d.DB, d.Redis), d.Payments, d.domain(topology.DomainPaymentReceipt), log)
-	return messaging.Typed(h.Handle)
+func paymentNotifyConsumer(d Deps, log *slog.Logger) *NoticeApplier {
+	return NewNoticeApplier(store.NewOrders(d.DB, d.Redis), d.Payments, d.domain(topology.DomainPaymentReceipt), log)
 }
 
 // Handle applies m.

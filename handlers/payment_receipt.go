@@ -34,8 +34,8 @@ func NewReceiptMailer(db *gorm.DB, orders *store.Orders, m mail.Mailer, log *slo
 	return &ReceiptMailer{orders: orders, accounts: store.NewAccounts(db), mailer: m, log: log}
 }
 
-func paymentReceiptConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewReceiptMailer(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log).Handle)
+func paymentReceiptConsumer(d Deps, log *slog.Logger) *ReceiptMailer {
+	return NewReceiptMailer(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log)
 }
 
 // Handle mails m's receipt unless it went out before.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -37,37 +38,62 @@ type Deps struct {
 	Payments PaymentProofs
 }
 
-// A Consumer builds the handler of one domain's main queue: the worker
-// runs it as a handler of its watermill Router, one message per call, many
-// at once, behind the domain's middleware (messaging.MainChain: retry
-// copies, DLQ, recovery, timeout, metrics). One that groups its writes
-// says Batches: its calls meet in the group-committing writers of Deps
-// (one transaction, one Redis pipeline for the many in flight), and the
-// worker gives its queue a deeper prefetch so that many are.
-//
-// A stopping worker hands out what every queue's channels hold rather than
-// give it back (cmd/worker, messaging.SubscriberConfig.FinishHeld): the
-// consumers that key a message without an id by its delivery (Delivery.Key:
-// agent-billing, agent-usage-stats) must take a delivery that comes again
-// flagged as redelivered for one they may have applied (doc/money.md,
-// "Messages without ids").
+// A Consumer is the consumer of one domain's main queue, as Consume
+// registers it: the worker runs it as a handler of its Watermill Router,
+// one message per call, many at once, behind the domain's middleware
+// (messaging.MainChain: retry copies, DLQ, recovery, timeout, metrics).
 type Consumer struct {
-	Domain  string
-	New     func(d Deps, log *slog.Logger) messaging.HandlerFunc
-	Batches bool
+	Domain string // the domain its message type travels on (topology.Message.Domain)
+	build  func(d Deps, log *slog.Logger) (messaging.HandlerFunc, Options)
+}
+
+// Options are what a consumer asks of the worker beyond being run. A
+// consumer has the defaults, the zero Options, unless its type declares
+// Options() Options and overrides what it needs.
+type Options struct {
+	// GroupCommits: its calls meet in the group-committing writers of Deps
+	// (one transaction, one Redis pipeline for the many in flight), and the
+	// worker gives its queue a prefetch of a whole batch so that many are.
+	GroupCommits bool
+}
+
+// Consume registers the consumer that build makes, of messages T: T's
+// domain (topology.Message.Domain) is the queue it consumes, and the
+// consumer's Options, if its type declares them, are how it is run.
+func Consume[T any, PT interface {
+	*T
+	topology.Message
+}, H interface {
+	Handle(ctx context.Context, m T) error
+}](build func(d Deps, log *slog.Logger) H) Consumer {
+	var m T
+	return Consumer{Domain: PT(&m).Domain(), build: func(d Deps, log *slog.Logger) (messaging.HandlerFunc, Options) {
+		h := build(d, log)
+		var o Options
+		if declared, ok := any(h).(interface{ Options() Options }); ok {
+			o = declared.Options()
+		}
+		return messaging.Typed[T, PT](h.Handle), o
+	}}
+}
+
+// New builds the consumer's handler.
+func (c Consumer) New(d Deps, log *slog.Logger) messaging.HandlerFunc {
+	h, _ := c.build(d, log)
+	return h
 }
 
 // Consumers is every main-queue consumer Isle runs: a new one is a file in
 // this package and one line here.
 var Consumers = []Consumer{
-	{Domain: topology.DomainAgentBilling, New: billingDeductConsumer, Batches: true},
-	{Domain: topology.DomainAgentUsageStats, New: usageStatsConsumer, Batches: true},
-	{Domain: topology.DomainObjectReplication, New: objectReplicationConsumer},
-	{Domain: topology.DomainIdentityMaterial, New: identityMaterialConsumer},
-	{Domain: topology.DomainEmail, New: emailCodeConsumer},
-	{Domain: topology.DomainPaymentNotify, New: paymentNotifyConsumer},
-	{Domain: topology.DomainPaymentReceipt, New: paymentReceiptConsumer},
-	{Domain: topology.DomainMiniGameScore, New: scoreUpsertConsumer},
+	Consume[topology.AgentBillingDeduct](billingDeductConsumer),
+	Consume[topology.AgentUsageStats](usageStatsConsumer),
+	Consume[topology.ObjectReplication](objectReplicationConsumer),
+	Consume[topology.IdentityMaterial](identityMaterialConsumer),
+	Consume[topology.EmailCodeDispatch](emailCodeConsumer),
+	Consume[topology.PaymentNotify](paymentNotifyConsumer),
+	Consume[topology.PaymentReceiptDispatch](paymentReceiptConsumer),
+	Consume[topology.ScoreUpsert](scoreUpsertConsumer),
 }
 
 // NotConsumed are the domains whose main queue Isle does not consume, and
@@ -77,11 +103,11 @@ var NotConsumed = map[string]string{}
 // A Route is a consumer ready to run: what the worker's -handlers names
 // ("<domain>" for a main queue, "<domain>-dlq" for a dead-letter queue).
 type Route struct {
-	Name    string
-	Domain  topology.Domain
-	DLQ     bool // the domain's dead-letter queue, which stores dead messages
-	Batches bool // its writes are group-committed (Consumer.Batches)
-	Handle  messaging.HandlerFunc
+	Name   string
+	Domain topology.Domain
+	DLQ    bool // the domain's dead-letter queue, which stores dead messages
+	Handle messaging.HandlerFunc
+	Options
 }
 
 // Routes builds every consumer of tp: the main consumer of each domain in
@@ -94,7 +120,8 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 		if !ok {
 			panic("handlers: Consumers names a domain the topology lacks: " + c.Domain) // a wiring bug stops start-up
 		}
-		out = append(out, Route{Name: c.Domain, Domain: dom, Batches: c.Batches, Handle: c.New(d, d.Log.With("handler", c.Domain))})
+		h, o := c.build(d, d.Log.With("handler", c.Domain))
+		out = append(out, Route{Name: c.Domain, Domain: dom, Handle: h, Options: o})
 	}
 	for _, dom := range tp.Domains() {
 		if dom.HasRetry() {

@@ -31,8 +31,8 @@ func NewScoreKeeper(scores *store.Scores, log *slog.Logger) *ScoreKeeper {
 	return &ScoreKeeper{scores: scores, log: log}
 }
 
-func scoreUpsertConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
-	return messaging.Typed(NewScoreKeeper(store.NewScores(d.DB, d.Redis), log).Handle)
+func scoreUpsertConsumer(d Deps, log *slog.Logger) *ScoreKeeper {
+	return NewScoreKeeper(store.NewScores(d.DB, d.Redis), log)
 }
 
 // Handle applies m.

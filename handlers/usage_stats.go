@@ -47,13 +47,17 @@ func NewUsageRecorder(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageRec
 }
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
-func usageStatsConsumer(d Deps, log *slog.Logger) messaging.HandlerFunc {
+func usageStatsConsumer(d Deps, log *slog.Logger) *UsageRecorder {
 	hashes := d.UsageHashes
 	if hashes == nil {
 		hashes = store.NewUsageStats(d.DB, d.Redis)
 	}
-	return messaging.Typed(NewUsageRecorder(d.Usage, hashes, log).Handle)
+	return NewUsageRecorder(d.Usage, hashes, log)
 }
+
+// Options: its usages meet in the usage writer and the
+// Redis pipeline (Options.GroupCommits).
+func (h *UsageRecorder) Options() Options { return Options{GroupCommits: true} }
 
 // Handle counts one usage, once in MySQL, then, when counted now, in the
 // Redis hashes; its calls meet those of the other handlers in flight in

@@ -92,7 +92,7 @@ func TestGroupCommittingConsumersHoldABatchPerChannel(t *testing.T) {
 		switch {
 		case rt.DLQ:
 			require.Equal(t, 1, rt.tune.Channels, name)
-		case rt.Batches:
+		case rt.GroupCommits:
 			batching++
 			require.Equal(t, max(cfg.Worker.Prefetch, cfg.Worker.Batch), rt.tune.Prefetch, name)
 		default:

@@ -73,7 +73,7 @@ func routes(deps *app.Deps, w *writers, stores app.Stores, mailer mail.Mailer, c
 			continue
 		}
 		rt := route{Route: r, queue: r.Domain.Queue, tune: messaging.TopicConfig{Channels: cfg.Concurrency[r.Name]}}
-		if r.Batches {
+		if r.GroupCommits {
 			rt.tune.Prefetch = max(cfg.Prefetch, cfg.Batch)
 		}
 		out[r.Name] = rt
