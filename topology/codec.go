@@ -20,18 +20,6 @@ type Message interface {
 	Domain() string
 }
 
-// The 8 records of the contract.
-var (
-	_ Message = EmailCodeDispatch{}
-	_ Message = PaymentNotify{}
-	_ Message = PaymentReceiptDispatch{}
-	_ Message = AgentBillingDeduct{}
-	_ Message = AgentUsageStats{}
-	_ Message = ObjectReplication{}
-	_ Message = IdentityMaterial{}
-	_ Message = ScoreUpsert{}
-)
-
 // Decode reads one message body as Spring AMQP's Jackson converter publishes
 // it and validates it:
 //

@@ -164,6 +164,7 @@ func TestDomainOf(t *testing.T) {
 		d, ok := tp.DomainOf(m)
 		require.True(t, ok, m.Record())
 		require.Equal(t, m.Record(), d.Message)
+		require.Equal(t, d.Name, m.Domain(), "%s names the domain it travels on", m.Record())
 		seen[d.Name] = true
 	}
 	require.Len(t, seen, len(tp.Domains()), "every domain has a record type")

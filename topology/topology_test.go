@@ -166,27 +166,6 @@ func TestMessageRecordsAndTypeIDs(t *testing.T) {
 	}, records)
 }
 
-// Each record names the domain it travels on, and that domain's record is
-// it: one record per domain.
-func TestEachRecordNamesItsDomain(t *testing.T) {
-	t.Parallel()
-	tp, err := topology.New(topology.Config{})
-	require.NoError(t, err)
-	records := []topology.Message{
-		topology.EmailCodeDispatch{}, topology.PaymentNotify{}, topology.PaymentReceiptDispatch{}, topology.AgentBillingDeduct{},
-		topology.AgentUsageStats{}, topology.ObjectReplication{}, topology.IdentityMaterial{}, topology.ScoreUpsert{},
-	}
-	require.Len(t, records, len(tp.Domains()), "every domain's record")
-	seen := map[string]bool{}
-	for _, m := range records {
-		d, ok := tp.Domain(m.Domain())
-		require.True(t, ok, "%s names domain %q", m.Record(), m.Domain())
-		require.Equal(t, d.Message, m.Record(), "domain %s", d.Name)
-		require.False(t, seen[d.Name], "two records name %s", d.Name)
-		seen[d.Name] = true
-	}
-}
-
 func TestPrefixChangesOnlyTheFirstSegment(t *testing.T) {
 	t.Parallel()
 	tp, err := topology.New(topology.Config{Prefix: "t42"})
