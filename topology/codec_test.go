@@ -2,6 +2,7 @@ package topology_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -174,10 +175,11 @@ func TestDomainOf(t *testing.T) {
 	require.False(t, ok)
 }
 
+// allMessages is every record, the last as a pointer (a pointer implements
+// Message too).
 func allMessages() []topology.Message {
-	return []topology.Message{
-		topology.EmailCodeDispatch{}, topology.PaymentNotify{}, topology.PaymentReceiptDispatch{},
-		topology.AgentBillingDeduct{}, topology.AgentUsageStats{}, topology.ObjectReplication{},
-		topology.IdentityMaterial{}, &topology.ScoreUpsert{},
-	}
+	all := topology.Records()
+	last := reflect.New(reflect.TypeOf(all[len(all)-1]))
+	all[len(all)-1] = last.Interface().(topology.Message)
+	return all
 }

@@ -111,6 +111,16 @@ var table = []spec{
 	},
 }
 
+// Records returns a zero value of every domain's record, in the table's
+// order.
+func Records() []Message {
+	out := make([]Message, len(table))
+	for i, s := range table {
+		out[i] = s.record
+	}
+	return out
+}
+
 // exchanges lists the exchanges of the table, unprefixed, in order of first
 // appearance: that is the Spring documents' exchange order, since they
 // introduces each exchange with the first domain that uses it.

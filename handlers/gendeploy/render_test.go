@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eisland/isle/handlers"
+	"github.com/eisland/isle/topology"
 	"github.com/stretchr/testify/require"
 )
 
@@ -58,5 +59,14 @@ func TestAWorkerManifestNamesItsQueues(t *testing.T) {
 	require.Contains(t, payments, "queueName: eisland.payment.notify.process.queue")
 	require.Contains(t, payments, "name: isle-payments")
 	require.NotContains(t, string(files[workersDir+"/email.yaml"]), "isle-payments")
-	require.Equal(t, 7, strings.Count(string(files[workersDir+"/dlq.yaml"]), "queueName: eisland."), "every DLQ")
+	tp, err := topology.New(topology.Config{})
+	require.NoError(t, err)
+	dlqs := 0
+	for _, d := range tp.Domains() {
+		if d.HasRetry() {
+			dlqs++
+			require.Contains(t, string(files[workersDir+"/dlq.yaml"]), "queueName: "+d.DLQ+"\n")
+		}
+	}
+	require.Equal(t, dlqs, strings.Count(string(files[workersDir+"/dlq.yaml"]), "queueName: "), "every DLQ")
 }

@@ -88,7 +88,7 @@ func TestManifests(t *testing.T) {
 	}
 }
 
-// The fleet the issue asks for: a migration Job, the api behind a
+// The local overlay's fleet: a migration Job, the api behind a
 // Service, two relays, two reconcilers, a Deployment per worker kind.
 func TestLocalOverlayShape(t *testing.T) {
 	t.Parallel()
@@ -100,15 +100,14 @@ func TestLocalOverlayShape(t *testing.T) {
 			workers[o.Name] = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 		}
 	}
-	require.Equal(t, map[string]string{
-		"isle-worker-billing":     "-handlers agent-billing",
-		"isle-worker-usage-stats": "-handlers agent-usage-stats",
-		"isle-worker-email":       "-handlers email",
-		"isle-worker-payments":    "-handlers payment-notify,payment-receipt",
-		"isle-worker-objects":     "-handlers object-replication,identity-material",
-		"isle-worker-game":        "-handlers mini-game-score",
-		"isle-worker-dlq":         "-handlers dlq",
-	}, workers)
+	// Which consumers each kind runs is the registry's (handlers.WorkerKinds,
+	// whose generator's test holds the manifests to it) and doc/deploy.md's
+	// (TestDeployDocTable): here, that the overlay has the kinds.
+	require.Contains(t, workers, "isle-worker-dlq")
+	require.GreaterOrEqual(t, len(workers), 2)
+	for name, args := range workers {
+		require.Regexp(t, `^-handlers [a-z-]+(,[a-z-]+)*$`, args, name)
+	}
 	require.Equal(t, 7, kinds["ScaledObject"])
 	require.Equal(t, 1, kinds["TriggerAuthentication"])
 	require.Equal(t, 9, kinds["PodDisruptionBudget"]) // api, relay, 7 worker kinds
