@@ -67,7 +67,7 @@ only its type; the replication queue stays classic):
 		fmt.Fprintf(b, "| `%s` | %s | %s |\n", qq.Name, qq.Role, strings.Join(args, ", "))
 	}
 	fmt.Fprintf(b, `
-Why %d: Isle requeues a delivery only when it could not settle it — the
+Why %d: Isle requeues a delivery only when it could not answer it — the
 copy for the retry queue or the DLQ could not be published, or a dead
 message could not be stored (each after a 2 s pause: doc/messaging.md),
 the worker's shutdown outlived its timeout, or the worker died or lost its

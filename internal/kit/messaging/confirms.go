@@ -130,12 +130,12 @@ func (c *confirmChannel) confirm(confirms <-chan amqp.Confirmation, returns <-ch
 			if !ok {
 				return
 			}
-			c.settle(cf)
+			c.resolve(cf)
 		}
 	}
 }
 
-func (c *confirmChannel) settle(cf amqp.Confirmation) {
+func (c *confirmChannel) resolve(cf amqp.Confirmation) {
 	c.mu.Lock()
 	r := c.pending[cf.DeliveryTag]
 	delete(c.pending, cf.DeliveryTag)

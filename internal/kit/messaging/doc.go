@@ -18,7 +18,7 @@
 //     Every AMQP header type (x-death arrays, longs, timestamps, tables) is
 //     accepted, so no delivery is rejected before a handler. It reconnects
 //     by itself; Close stops taking deliveries, hands out what the channels
-//     hold (FinishHeld), and waits for what it handed out to be settled, up
+//     hold (FinishHeld), and waits for what it handed out to be answered, up
 //     to its shutdown timeout.
 //   - Middleware: a consumer is a HandlerFunc of one Delivery, made a
 //     router handler by RouterHandler. MainChain is the middleware of a main

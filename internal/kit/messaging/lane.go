@@ -23,7 +23,7 @@ func (l *lane) run() {
 	forwarded := sync.OnceFunc(l.sub.forwarding.Done)
 	defer forwarded()
 	for {
-		st := newSettler(l.ch, 2*l.sub.prefetch, &s.stats)
+		st := newAcker(l.ch, 2*l.sub.prefetch, &s.stats)
 		if stopped := l.forward(st); stopped {
 			forwarded()
 			select {
@@ -99,7 +99,7 @@ func (l *lane) wait(d time.Duration) bool {
 // forward hands the channel's deliveries out until the subscription stops
 // (true) or the deliveries end (false: the channel or connection is gone,
 // or the broker cancelled the consumer).
-func (l *lane) forward(st *settler) bool {
+func (l *lane) forward(st *acker) bool {
 	for {
 		select {
 		case <-l.sub.stop:
@@ -128,7 +128,7 @@ func (l *lane) forward(st *settler) bool {
 // cancelled, so the broker sends no more, and what the library still holds
 // is handed out until it closes the deliveries (after the broker's
 // cancel-ok); otherwise it goes back to the queue with the channel.
-func (l *lane) finish(st *settler) bool {
+func (l *lane) finish(st *acker) bool {
 	s := l.sub.s
 	if !s.cfg.FinishHeld {
 		return true
@@ -144,10 +144,10 @@ func (l *lane) finish(st *settler) bool {
 	return true
 }
 
-// hand gives d out as a message, and settles it with the broker when its
+// hand gives d out as a message, and acks or nacks it with the broker when its
 // handler acks or nacks it. False, with d kept back for the queue, when
 // giveUp closes before a reader takes it.
-func (l *lane) hand(d amqp.Delivery, st *settler, giveUp <-chan struct{}) bool {
+func (l *lane) hand(d amqp.Delivery, st *acker, giveUp <-chan struct{}) bool {
 	s := l.sub.s
 	msg, cancel := s.message(d, l.sub.topic)
 	st.add(d.DeliveryTag, msg, msg.Context().Done(), cancel)

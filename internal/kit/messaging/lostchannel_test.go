@@ -58,7 +58,7 @@ func TestAHandlerWhoseChannelIsLostStopsAndLeavesNoCopy(t *testing.T) {
 	require.Eventually(t, func() bool {
 		counts, _ := outcomes(t, b.reg, dom.Name)
 		return counts[messaging.OutcomeRequeued]+counts[messaging.OutcomeRetried] > 0
-	}, settleWithin, poll, "the first delivery's failure was not dealt with")
+	}, answerWithin, poll, "the first delivery's failure was not dealt with")
 	counts, _ := outcomes(t, b.reg, dom.Name)
 	require.Zero(t, counts[messaging.OutcomeRetried], "a copy of a delivery that can no longer be acked")
 	require.Zero(t, b.depth(t, dom.RetryQueue), "nothing in the retry queue")

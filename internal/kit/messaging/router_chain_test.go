@@ -45,7 +45,7 @@ func probeQueue(b *testBundle, queue string, found chan<- copyAtReturn) message.
 
 // A failed delivery's copy is in the retry queue, with the retry header + 1
 // and lastError, before the router acks the original: while the broker's
-// confirm of the copy is held back the original stays unsettled, and when
+// confirm of the copy is held back the original stays unanswered, and when
 // the chain answers the copy is in the queue. The handler saw the retry
 // header parsed.
 func TestRouterRetryCopyIsConfirmedBeforeTheAck(t *testing.T) {
@@ -81,7 +81,7 @@ func TestRouterRetryCopyIsConfirmedBeforeTheAck(t *testing.T) {
 		default:
 			return false
 		}
-	}, 300*time.Millisecond, poll, "settled before the copy was confirmed")
+	}, 300*time.Millisecond, poll, "answered before the copy was confirmed")
 	proxy.Resume()
 	require.True(t, acked(t, msg), "the original is acked once the copy is confirmed")
 

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// settleWithin bounds the wait for a message's ack or nack, so that a test
+// answerWithin bounds the wait for a message's ack or nack, so that a test
 // that went wrong fails rather than hangs.
-const settleWithin = 30 * time.Second
+const answerWithin = 30 * time.Second
 
 // feeder is a watermill message.Subscriber for tests: it hands the router
 // the deliveries a test feeds it, each a message built as Isle's subscriber
@@ -97,7 +97,7 @@ func (f *feeder) send(t *testing.T, topic string, msg *message.Message) *message
 	require.NotNil(t, in, "no handler subscribed %s", topic)
 	select {
 	case in <- msg:
-	case <-time.After(settleWithin):
+	case <-time.After(answerWithin):
 		t.Fatalf("the router took no message from %s", topic)
 	}
 	return msg
@@ -111,7 +111,7 @@ func acked(t *testing.T, msg *message.Message) bool {
 		return true
 	case <-msg.Nacked():
 		return false
-	case <-time.After(settleWithin):
+	case <-time.After(answerWithin):
 		t.Fatalf("message %s neither acked nor nacked", msg.UUID)
 		return false
 	}

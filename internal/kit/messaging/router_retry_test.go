@@ -38,7 +38,7 @@ func TestMessageThatFailsTwiceIsCalledThreeTimes(t *testing.T) {
 	}))...)
 	require.NoError(t, b.pub.Send(context.Background(), messaging.Outgoing{RoutingKey: dom.RoutingKey, Body: []byte(emailBody), MessageID: "m-twice"}))
 	require.Eventually(t, func() bool { return calls.get("m-twice") == 3 }, 10*time.Second, poll, "not called 3 times: %d", calls.get("m-twice"))
-	// Stopped, the subscriber gives back what it holds unsettled: a fourth
+	// Stopped, the subscriber gives back what it holds unanswered: a fourth
 	// call is counted by now, and a copy still to come is in a queue.
 	require.NoError(t, w.stop())
 	require.Equal(t, 3, calls.get("m-twice"))

@@ -53,7 +53,7 @@ func TestConcurrentPublishesAreAllConfirmedAndConsumed(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, failed.Load(), "no unconfirmed success: every Send returned only after its confirm")
 	require.Eventually(t, func() bool { m, _ := calls.total(); return m == total }, 30*time.Second, poll, "not all consumed")
-	// Stopped, the subscriber gives back what it holds unsettled: a message
+	// Stopped, the subscriber gives back what it holds unanswered: a message
 	// handled twice is counted by now, and one that would come again is in
 	// the queue.
 	require.NoError(t, w.stop())
@@ -245,10 +245,10 @@ func batcherWaiters(t *testing.T) int {
 // flight together meet in one group commit (as the billing and usage
 // consumers' calls do in the shared writers): while a commit is held, the
 // calls behind it queue up and go together in the next, up to the
-// batcher's maximum. Each delivery is still settled on its own merits: the
+// batcher's maximum. Each delivery is still answered on its own merits: the
 // done ones acked, the failed ones through the retry queue, nothing twice,
 // nothing left, nothing nacked.
-func TestConcurrentHandlersMeetInOneGroupCommitAndSettleEachDelivery(t *testing.T) {
+func TestConcurrentHandlersMeetInOneGroupCommitAndAckEachDelivery(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dom := b.domain(t, topology.DomainAgentBilling)
@@ -292,7 +292,7 @@ func TestConcurrentHandlersMeetInOneGroupCommitAndSettleEachDelivery(t *testing.
 	close(open)
 
 	require.Eventually(t, func() bool { m, c := calls.total(); return m == total && c == total+total/10 }, 30*time.Second, poll)
-	// Stopped, the subscriber gives back what it holds unsettled: a call
+	// Stopped, the subscriber gives back what it holds unanswered: a call
 	// beyond these is counted by now, and a delivery still to come is in a
 	// queue.
 	require.NoError(t, w.stop())
@@ -307,8 +307,8 @@ func TestConcurrentHandlersMeetInOneGroupCommitAndSettleEachDelivery(t *testing.
 	mu.Unlock()
 	require.Zero(t, b.depth(t, dom.Queue)+b.depth(t, dom.RetryQueue)+b.depth(t, dom.DLQ), "everything acked")
 	stats := w.sub.Stats()
-	require.Eventually(t, func() bool { return stats.Settled.Load() == total+total/10 }, 10*time.Second, poll,
-		"each delivery acked once, the copies too: %d", stats.Settled.Load())
+	require.Eventually(t, func() bool { return stats.Acked.Load() == total+total/10 }, 10*time.Second, poll,
+		"each delivery acked once, the copies too: %d", stats.Acked.Load())
 	require.Zero(t, stats.Nacks.Load())
 }
 

@@ -44,7 +44,7 @@ type SubscriberConfig struct {
 	Topics map[string]TopicConfig
 	// ShutdownTimeout bounds how long Close waits for the messages it
 	// handed out to be acked or nacked; then their contexts are canceled,
-	// and what is still unsettled goes back to its queue with the channel.
+	// and what is still unanswered goes back to its queue with the channel.
 	ShutdownTimeout time.Duration
 	// FinishHeld: when a subscription stops (Close, or its context ends),
 	// its consumers are cancelled and what the broker had already sent is
@@ -77,7 +77,7 @@ type TopicConfig struct {
 // (DeliveryFrom) and the AMQP delivery (AMQPDeliveryFrom), and ends once the
 // message is acked or nacked, or when a shutdown outlives ShutdownTimeout.
 //
-// Acks are coalesced per channel (settler): the run of settled deliveries
+// Acks are coalesced per channel (acker): the run of answered deliveries
 // goes as one multiple ack, a nack always requeues, and never is a delivery
 // acked that its handler nacked. After a connection loss the subscriber
 // reconnects at once and goes on feeding its subscriptions; messages handed
@@ -85,7 +85,7 @@ type TopicConfig struct {
 type Subscriber struct {
 	cfg   SubscriberConfig
 	log   *slog.Logger
-	stats SettleStats
+	stats AckStats
 
 	mu      sync.Mutex
 	conn    *amqp.Connection // nil while reconnecting
@@ -124,8 +124,8 @@ func NewSubscriber(cfg SubscriberConfig, log *slog.Logger) (*Subscriber, error) 
 	return s, nil
 }
 
-// Stats are the frames the subscriber sent to settle deliveries.
-func (s *Subscriber) Stats() *SettleStats { return &s.stats }
+// Stats are the frames the subscriber sent to ack or nack deliveries.
+func (s *Subscriber) Stats() *AckStats { return &s.stats }
 
 // SubscribeInitialize makes sure topic can be consumed (Initialize).
 func (s *Subscriber) SubscribeInitialize(topic string) error {

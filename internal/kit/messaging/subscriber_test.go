@@ -106,7 +106,7 @@ func receive(t *testing.T, msgs <-chan *message.Message) *message.Message {
 	}
 }
 
-func TestSubscriberSettlesEveryDeliveryOnce(t *testing.T) {
+func TestSubscriberAnswersEveryDeliveryOnce(t *testing.T) {
 	t.Parallel()
 	st := newSubTest(t)
 	q := st.queue()
@@ -149,11 +149,11 @@ func TestSubscriberSettlesEveryDeliveryOnce(t *testing.T) {
 	wg.Wait()
 	require.Len(t, seen, len(ids))
 	stats := sub.Stats()
-	require.Eventually(t, func() bool { return stats.Settled.Load() == int64(len(ids)) }, 15*time.Second, 10*time.Millisecond,
-		"settled %d of %d", stats.Settled.Load(), len(ids))
+	require.Eventually(t, func() bool { return stats.Acked.Load() == int64(len(ids)) }, 15*time.Second, 10*time.Millisecond,
+		"answered %d of %d", stats.Acked.Load(), len(ids))
 	require.Equal(t, int64(43), stats.Nacks.Load(), "each 7th of 300 nacked once")
 	frames := stats.MultipleAcks.Load() + stats.SingleAcks.Load()
-	t.Logf("300 deliveries settled with %d ack frames (%d multiple) and %d nacks", frames, stats.MultipleAcks.Load(), stats.Nacks.Load())
+	t.Logf("300 deliveries answered with %d ack frames (%d multiple) and %d nacks", frames, stats.MultipleAcks.Load(), stats.Nacks.Load())
 	require.NoError(t, sub.Close())
 	require.Zero(t, st.depth(q), "every delivery was acked before the connection closed")
 }
@@ -178,7 +178,7 @@ func TestSlowHandlerHoldsBackNoAckAndNoReconnect(t *testing.T) {
 	for range 9 {
 		receive(t, slowMsgs).Ack()
 	}
-	require.Eventually(t, func() bool { return sub.Stats().Settled.Load() == 9 }, 15*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return sub.Stats().Acked.Load() == 9 }, 15*time.Second, 10*time.Millisecond,
 		"the 9 acks behind the held message went out")
 
 	proxy.Cut() // the held message's handler is still at work
@@ -225,10 +225,10 @@ func TestCloseFinishesWhatWasHandedOutAndHeld(t *testing.T) {
 	require.Len(t, got, len(ids), "every prefetched delivery was handed out")
 	select {
 	case <-closed:
-		t.Fatal("Close returned while a message handed out was unsettled")
+		t.Fatal("Close returned while a message handed out was unanswered")
 	case <-time.After(100 * time.Millisecond):
 	}
-	require.NoError(t, first.Context().Err(), "a message's context lives until it is settled")
+	require.NoError(t, first.Context().Err(), "a message's context lives until it is answered")
 	first.Ack()
 	<-closed
 	require.Zero(t, st.depth(q), "all 20 acked before the connection closed")

@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// settleLag is how long the acks of deliveries settled behind an unsettled
+// ackLag is how long the acks of deliveries answered behind an unanswered
 // one wait for it before they go out one by one: long enough that a burst
-// of settlements leaves as one multiple ack, short enough that one slow
+// of answers leaves as one multiple ack, short enough that one slow
 // handler does not hold the acks of those behind it.
-const settleLag = 3 * time.Millisecond
+const ackLag = 3 * time.Millisecond
 
-// Settlement states of a delivery on its channel.
+// Answer states of a delivery on its channel.
 const (
 	stPending uint8 = iota // handed out, not yet acked or nacked
 	stAck                  // acked by its handler, ack not yet sent
@@ -21,25 +21,25 @@ const (
 	stKept                 // never handed out: it goes back to the queue with the channel
 )
 
-// ackChannel is what a settler sends on: an *amqp.Channel.
+// ackChannel is what an acker sends on: an *amqp.Channel.
 type ackChannel interface {
 	Ack(tag uint64, multiple bool) error
 	Nack(tag uint64, multiple, requeue bool) error
 }
 
-// settleEvent is a delivery's arrival (add), its handler's answer (settle),
+// ackEvent is a delivery's arrival (add), its handler's answer (answer),
 // its being kept back (keep), or a drain's wait (wait).
-type settleEvent struct {
+type ackEvent struct {
 	tag   uint64
-	kind  uint8 // evAdd, evSettle, evKeep, evWait
+	kind  uint8 // evAdd, evAnswer, evKeep, evWait
 	ack   bool
-	msg   answered                // evAdd: the message whose answer settles it (nil in tests that settle by evSettle)
+	msg   answered                // evAdd: the message whose answer it waits for (nil in tests that answer by evAnswer)
 	ended <-chan struct{}         // evAdd: its context's end
 	end   context.CancelCauseFunc // evAdd: ends its context
-	done  chan struct{}           // evWait: closed when nothing handed out is unsettled
+	done  chan struct{}           // evWait: closed when nothing handed out is unanswered
 }
 
-// answered is what a settler watches of a message handed out: a
+// answered is what an acker watches of a message handed out: a
 // *message.Message's Acked and Nacked channels, and the end of its context.
 type answered interface {
 	Acked() <-chan struct{}
@@ -48,42 +48,42 @@ type answered interface {
 
 const (
 	evAdd uint8 = iota
-	evSettle
+	evAnswer
 	evKeep
 	evWait
 )
 
-// SettleStats count the frames a Subscriber's channels sent to settle
+// AckStats count the frames a Subscriber's channels sent to ack or nack
 // deliveries.
-type SettleStats struct {
-	MultipleAcks atomic.Int64 // acks that settled a run of deliveries at once
-	SingleAcks   atomic.Int64 // acks of one delivery behind an unsettled one, or of a run of one
+type AckStats struct {
+	MultipleAcks atomic.Int64 // acks that took a run of deliveries at once
+	SingleAcks   atomic.Int64 // acks of one delivery behind an unanswered one, or of a run of one
 	Nacks        atomic.Int64 // nacks, each of one delivery, each requeueing it
-	Settled      atomic.Int64 // deliveries acked, by any of those
+	Acked        atomic.Int64 // deliveries acked, by any of those
 }
 
-// settler settles the deliveries of one channel with the broker, in
+// acker acks and nacks the deliveries of one channel with the broker, in
 // delivery-tag order: the unbroken run of acked deliveries at the front of
 // the window goes as one multiple ack; a nack goes out only once the acks
-// before it did, and a multiple ack never reaches past an unsettled, nacked
+// before it did, and a multiple ack never reaches past an unanswered, nacked
 // or kept delivery, so it never acks what its handler nacked or what was
-// never handled. Deliveries settled behind one still pending go out one by
-// one after settleLag. One goroutine owns the window and watches the
+// never handled. Deliveries answered behind one still pending go out one by
+// one after ackLag. One goroutine owns the window and watches the
 // handlers' answers itself, with no goroutine per message: it waits on the
 // front delivery's answer, takes every answer already given behind it up to
-// the first still pending, and looks at the rest every settleLag; what
+// the first still pending, and looks at the rest every ackLag; what
 // gathers while it sends goes in the next frame.
-type settler struct {
+type acker struct {
 	ch     ackChannel
-	events chan settleEvent
+	events chan ackEvent
 	quit   chan struct{}
 	dead   chan struct{} // closed when the goroutine has stopped: later answers are dropped
-	stats  *SettleStats
+	stats  *AckStats
 
 	// the goroutine's own state
-	window  []slot // deliveries by tag, oldest first, none settled at the front but pending or kept ones
-	pending int    // handed out and unsettled
-	unsent  int    // settled (acked or nacked), not yet sent
+	window  []slot // deliveries by tag, oldest first, none answered at the front but pending or kept ones
+	pending int    // handed out and unanswered
+	unsent  int    // answered (acked or nacked), not yet sent
 	waiters []chan struct{}
 }
 
@@ -92,17 +92,17 @@ type slot struct {
 	state uint8
 	msg   answered
 	ended <-chan struct{}         // the message's context's end: a shutdown that outlived its timeout
-	done  context.CancelCauseFunc // ends the message's context once it is settled, or its channel is gone
+	done  context.CancelCauseFunc // ends the message's context once it is answered, or its channel is gone
 }
 
-func newSettler(ch ackChannel, buffer int, stats *SettleStats) *settler {
-	st := &settler{ch: ch, events: make(chan settleEvent, buffer), quit: make(chan struct{}), dead: make(chan struct{}), stats: stats}
+func newAcker(ch ackChannel, buffer int, stats *AckStats) *acker {
+	st := &acker{ch: ch, events: make(chan ackEvent, buffer), quit: make(chan struct{}), dead: make(chan struct{}), stats: stats}
 	go st.run()
 	return st
 }
 
 // send passes ev to the goroutine, or drops it once that has stopped.
-func (st *settler) send(ev settleEvent) {
+func (st *acker) send(ev ackEvent) {
 	select {
 	case st.events <- ev:
 	case <-st.dead:
@@ -110,20 +110,20 @@ func (st *settler) send(ev settleEvent) {
 }
 
 // add puts a delivery in the window before it is handed out as msg, whose
-// context ends with ended and is ended by end once the message is settled.
-func (st *settler) add(tag uint64, msg answered, ended <-chan struct{}, end context.CancelCauseFunc) {
-	st.send(settleEvent{tag: tag, kind: evAdd, msg: msg, ended: ended, end: end})
+// context ends with ended and is ended by end once the message is answered.
+func (st *acker) add(tag uint64, msg answered, ended <-chan struct{}, end context.CancelCauseFunc) {
+	st.send(ackEvent{tag: tag, kind: evAdd, msg: msg, ended: ended, end: end})
 }
 
 // keep marks a delivery never handed out: it goes back with the channel.
-func (st *settler) keep(tag uint64) { st.send(settleEvent{tag: tag, kind: evKeep}) }
+func (st *acker) keep(tag uint64) { st.send(ackEvent{tag: tag, kind: evKeep}) }
 
-// wait returns a channel closed once every delivery handed out is settled
-// and sent, or the settler stopped.
-func (st *settler) wait() <-chan struct{} {
+// wait returns a channel closed once every delivery handed out is answered
+// and sent, or the acker stopped.
+func (st *acker) wait() <-chan struct{} {
 	done := make(chan struct{})
 	select {
-	case st.events <- settleEvent{kind: evWait, done: done}:
+	case st.events <- ackEvent{kind: evWait, done: done}:
 		return done
 	case <-st.dead:
 		return st.dead
@@ -132,7 +132,7 @@ func (st *settler) wait() <-chan struct{} {
 
 // stop ends the goroutine; answers after it are dropped (the channel is
 // closing, and the broker requeues what it held unacked).
-func (st *settler) stop() {
+func (st *acker) stop() {
 	select {
 	case <-st.quit:
 	default:
@@ -141,7 +141,7 @@ func (st *settler) stop() {
 	<-st.dead
 }
 
-func (st *settler) run() {
+func (st *acker) run() {
 	defer close(st.dead)
 	lag := time.NewTimer(time.Hour)
 	lag.Stop()
@@ -162,8 +162,8 @@ func (st *settler) run() {
 		case <-nacked:
 		case <-ended:
 		case <-lag.C:
-			// Only a front unanswered for a whole settleLag makes the
-			// settler look behind it: while the front moves, the answers
+			// Only a front unanswered for a whole ackLag makes the
+			// acker look behind it: while the front moves, the answers
 			// behind it are taken as it reaches them.
 			armed = false
 			all = st.unsent > 0 || len(st.window) > 0 && st.window[0].tag == stuck
@@ -192,7 +192,7 @@ func (st *settler) run() {
 		}
 		if !armed && st.lagNeeded() {
 			stuck = st.window[0].tag
-			lag.Reset(settleLag)
+			lag.Reset(ackLag)
 			armed = true
 		}
 	}
@@ -200,7 +200,7 @@ func (st *settler) run() {
 
 // look takes the answers handlers have given: from the front up to the
 // first delivery still unanswered, or (all) of the whole window.
-func (st *settler) look(all bool) {
+func (st *acker) look(all bool) {
 	for i := range st.window {
 		s := &st.window[i]
 		if s.state != stPending || s.msg == nil {
@@ -230,7 +230,7 @@ func closed(c <-chan struct{}) bool {
 }
 
 // answer records a handler's answer of s and ends its message's context.
-func (st *settler) answer(s *slot, ack bool) {
+func (st *acker) answer(s *slot, ack bool) {
 	s.state = stNack
 	if ack {
 		s.state = stAck
@@ -243,12 +243,12 @@ func (st *settler) answer(s *slot, ack bool) {
 }
 
 // release ends the contexts of the messages still unanswered when the
-// settler stops, with ErrChannelLost: their channel is gone (or the
+// acker stops, with ErrChannelLost: their channel is gone (or the
 // subscriber's hard stop came first), so their acks would be dropped and
 // the broker gives them out again. A handler that goes on would apply a
 // message that is also being redelivered, and its failure would be copied
 // to the retry queue beside the redelivery.
-func (st *settler) release() {
+func (st *acker) release() {
 	for _, s := range st.window {
 		if s.state != stPending || s.msg == nil || s.done == nil {
 			continue
@@ -258,7 +258,7 @@ func (st *settler) release() {
 }
 
 // applyQueued applies the events already queued, without waiting for more.
-func (st *settler) applyQueued() {
+func (st *acker) applyQueued() {
 	for {
 		select {
 		case ev := <-st.events:
@@ -269,7 +269,7 @@ func (st *settler) applyQueued() {
 	}
 }
 
-func (st *settler) apply(ev settleEvent) {
+func (st *acker) apply(ev ackEvent) {
 	switch ev.kind {
 	case evAdd:
 		st.window = append(st.window, slot{tag: ev.tag, state: stPending, msg: ev.msg, ended: ev.ended, done: ev.end})
@@ -279,7 +279,7 @@ func (st *settler) apply(ev settleEvent) {
 			st.window[i].state = stKept
 			st.pending--
 		}
-	case evSettle:
+	case evAnswer:
 		if i := st.find(ev.tag); i >= 0 && st.window[i].state == stPending {
 			st.answer(&st.window[i], ev.ack)
 		}
@@ -290,7 +290,7 @@ func (st *settler) apply(ev settleEvent) {
 
 // find returns the index of tag in the window, or -1. Tags of one channel
 // come in order without gaps, so the first guess is right.
-func (st *settler) find(tag uint64) int {
+func (st *acker) find(tag uint64) int {
 	if len(st.window) == 0 {
 		return -1
 	}
@@ -307,7 +307,7 @@ func (st *settler) find(tag uint64) int {
 
 // flush sends what the front of the window allows: runs of acks as one
 // multiple ack each, nacks one by one after the acks before them.
-func (st *settler) flush() {
+func (st *acker) flush() {
 	var run uint64 // the last tag of the run of acks not yet sent; 0 for none
 	n := 0
 	i := 0
@@ -327,7 +327,7 @@ loop:
 			st.nack(s.tag)
 			st.unsent--
 		case stSent:
-			// settled on its own before: a multiple ack reaching past it is
+			// answered on its own before: a multiple ack reaching past it is
 			// harmless, as the broker no longer holds it.
 		}
 	}
@@ -338,14 +338,14 @@ loop:
 	}
 }
 
-// flushBehind sends, one by one, what was settled behind the front.
-func (st *settler) flushBehind() {
+// flushBehind sends, one by one, what was answered behind the front.
+func (st *acker) flushBehind() {
 	for i := range st.window {
 		switch s := &st.window[i]; s.state {
 		case stAck:
 			if st.ch.Ack(s.tag, false) == nil {
 				st.stats.SingleAcks.Add(1)
-				st.stats.Settled.Add(1)
+				st.stats.Acked.Add(1)
 			}
 			s.state = stSent
 			st.unsent--
@@ -360,7 +360,7 @@ func (st *settler) flushBehind() {
 // ackRun acks the n deliveries of a run ending at tag, in one frame. A
 // failed send is not retried: the channel is gone, and the broker requeues
 // what it held.
-func (st *settler) ackRun(tag uint64, n int) {
+func (st *acker) ackRun(tag uint64, n int) {
 	if n == 0 {
 		return
 	}
@@ -372,25 +372,25 @@ func (st *settler) ackRun(tag uint64, n int) {
 	} else {
 		st.stats.SingleAcks.Add(1)
 	}
-	st.stats.Settled.Add(int64(n))
+	st.stats.Acked.Add(int64(n))
 }
 
 // nack gives a delivery back to its queue: the contract's classic main
 // queues have no dead-letter exchange, so a nack without requeue would lose
 // it.
-func (st *settler) nack(tag uint64) {
+func (st *acker) nack(tag uint64) {
 	if st.ch.Nack(tag, false, true) == nil {
 		st.stats.Nacks.Add(1)
 	}
 }
 
-// lagNeeded says whether the lag timer has work: answers settled behind the
+// lagNeeded says whether the lag timer has work: answers given behind the
 // front to send one by one, or deliveries behind the front still unanswered,
 // whose answers only a look at the whole window takes. Slots never handed
 // out (kept) give it none: with only those left, it would wake every
-// settleLag for nothing while its lane is stuck cancelling on a stalled
+// ackLag for nothing while its lane is stuck cancelling on a stalled
 // connection.
-func (st *settler) lagNeeded() bool {
+func (st *acker) lagNeeded() bool {
 	behind := st.pending
 	if len(st.window) > 0 && st.window[0].state == stPending {
 		behind--

@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// frameLog records what a settler sends, and checks each frame against the
+// frameLog records what an acker sends, and checks each frame against the
 // handlers' answers given before it, as the broker would: an ack of a
 // delivery not (or no longer) outstanding closes the channel.
 type frameLog struct {
@@ -54,12 +54,12 @@ func (f *frameLog) Nack(tag uint64, multiple, requeue bool) error {
 	return nil
 }
 
-// synchronous settler: the test calls apply and flush itself.
-func testSettler(ch ackChannel) *settler {
-	return &settler{ch: ch, stats: &SettleStats{}}
+// synchronous acker: the test calls apply and flush itself.
+func testAcker(ch ackChannel) *acker {
+	return &acker{ch: ch, stats: &AckStats{}}
 }
 
-func TestSettlerSendsRunsOfAcksAsOneFrame(t *testing.T) {
+func TestAckerSendsRunsOfAcksAsOneFrame(t *testing.T) {
 	cases := []struct {
 		name    string
 		answers []string // per tag from 1: ack, nack, pending, kept
@@ -77,17 +77,17 @@ func TestSettlerSendsRunsOfAcksAsOneFrame(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFrameLog(t)
-			st := testSettler(f)
+			st := testAcker(f)
 			for i, a := range c.answers {
 				tag := uint64(i + 1)
 				f.open[tag] = true
-				st.apply(settleEvent{tag: tag, kind: evAdd})
+				st.apply(ackEvent{tag: tag, kind: evAdd})
 				switch a {
 				case "ack", "nack":
 					f.answer[tag] = a
-					st.apply(settleEvent{tag: tag, kind: evSettle, ack: a == "ack"})
+					st.apply(ackEvent{tag: tag, kind: evAnswer, ack: a == "ack"})
 				case "kept":
-					st.apply(settleEvent{tag: tag, kind: evKeep})
+					st.apply(ackEvent{tag: tag, kind: evKeep})
 				}
 			}
 			st.flush()
@@ -99,22 +99,22 @@ func TestSettlerSendsRunsOfAcksAsOneFrame(t *testing.T) {
 	}
 }
 
-// TestSettlerNeverAcksWhatWasNotAcked drives a settler with random
+// TestAckerNeverAcksWhatWasNotAcked drives an acker with random
 // arrivals, answers and flushes: every frame must be one the broker
 // accepts, no delivery is acked that its handler nacked or never answered,
-// and once everything is answered and flushed, every delivery was settled
+// and once everything is answered and flushed, every delivery was answered
 // exactly once as its handler said.
-func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
+func TestAckerNeverAcksWhatWasNotAcked(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := newFrameLog(rt)
-		st := testSettler(f)
+		st := testAcker(f)
 		var next uint64 = 1
 		var unanswered []uint64
 		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 4).Draw(rt, "op") {
 			case 0, 1: // a delivery arrives
 				f.open[next] = true
-				st.apply(settleEvent{tag: next, kind: evAdd})
+				st.apply(ackEvent{tag: next, kind: evAdd})
 				unanswered = append(unanswered, next)
 				next++
 			case 2: // a handler answers
@@ -126,7 +126,7 @@ func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
 				unanswered = append(unanswered[:i], unanswered[i+1:]...)
 				ack := rapid.Bool().Draw(rt, "ack")
 				f.answer[tag] = map[bool]string{true: "ack", false: "nack"}[ack]
-				st.apply(settleEvent{tag: tag, kind: evSettle, ack: ack})
+				st.apply(ackEvent{tag: tag, kind: evAnswer, ack: ack})
 			case 3:
 				st.flush()
 			case 4:
@@ -135,10 +135,10 @@ func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
 		}
 		for _, tag := range unanswered {
 			f.answer[tag] = "ack"
-			st.apply(settleEvent{tag: tag, kind: evSettle, ack: true})
+			st.apply(ackEvent{tag: tag, kind: evAnswer, ack: true})
 		}
 		st.flush()
-		require.Empty(rt, f.open, "unsettled at the end")
+		require.Empty(rt, f.open, "unanswered at the end")
 		require.Zero(rt, st.pending)
 		require.Zero(rt, st.unsent)
 		for tag := uint64(1); tag < next; tag++ {
@@ -151,7 +151,7 @@ func TestSettlerNeverAcksWhatWasNotAcked(t *testing.T) {
 	})
 }
 
-// lockedFrames records a running settler's frames.
+// lockedFrames records a running acker's frames.
 type lockedFrames struct {
 	mu     sync.Mutex
 	frames []string
@@ -177,13 +177,13 @@ func (l *lockedFrames) get() []string {
 	return slices.Clone(l.frames)
 }
 
-// A running settler watches the messages' answers itself: answers given
-// behind an unanswered front go out one by one after settleLag, the front's
+// A running acker watches the messages' answers itself: answers given
+// behind an unanswered front go out one by one after ackLag, the front's
 // answer then goes out alone, and each message's context ends once it is
 // answered.
-func TestSettlerWatchesTheMessagesAnswers(t *testing.T) {
+func TestAckerWatchesTheMessagesAnswers(t *testing.T) {
 	f := &lockedFrames{}
-	st := newSettler(f, 16, &SettleStats{})
+	st := newAcker(f, 16, &AckStats{})
 	defer st.stop()
 	msgs := make([]*message.Message, 4)
 	ended := make([]context.Context, 4)
@@ -208,13 +208,13 @@ func TestSettlerWatchesTheMessagesAnswers(t *testing.T) {
 	<-st.wait()
 }
 
-// Answers given just before the settler stops (a shutdown whose timeout
+// Answers given just before the acker stops (a shutdown whose timeout
 // passes) still go out: the broker would otherwise give those deliveries
 // out again though they were handled.
-func TestSettlerSendsTheAnswersGivenBeforeItStops(t *testing.T) {
+func TestAckerSendsTheAnswersGivenBeforeItStops(t *testing.T) {
 	for range 50 {
 		f := &lockedFrames{}
-		st := newSettler(f, 16, &SettleStats{})
+		st := newAcker(f, 16, &AckStats{})
 		msgs := make([]*message.Message, 3)
 		for i := range msgs {
 			msgs[i] = message.NewMessage(fmt.Sprint(i), nil)
@@ -229,14 +229,14 @@ func TestSettlerSendsTheAnswersGivenBeforeItStops(t *testing.T) {
 	}
 }
 
-// The settler's lag timer runs only while it has work: answers behind the
+// The acker's lag timer runs only while it has work: answers behind the
 // front to send, or deliveries behind the front not yet answered. Slots
 // never handed out (kept: they go back with the channel) give it none, so
 // a lane stuck cancelling its consumer does not keep it waking.
-func TestSettlerLagRunsOnlyWithWork(t *testing.T) {
+func TestAckerLagRunsOnlyWithWork(t *testing.T) {
 	t.Parallel()
-	at := func(states ...uint8) *settler {
-		st := testSettler(nil)
+	at := func(states ...uint8) *acker {
+		st := testAcker(nil)
 		for i, s := range states {
 			st.window = append(st.window, slot{tag: uint64(i + 1), state: s})
 			switch s {
