@@ -136,7 +136,7 @@ func newConsumerFixture(t *testing.T) *consumerFixture {
 	keys, err := gatewayKeys()
 	require.NoError(t, err)
 	deps := handlers.Deps{DB: f.db, Redis: f.rdb, Ledger: ledger, Usage: usage, Log: quiet, Mailer: mailer, CopyTimeout: 10 * time.Second,
-		Stores:   handlers.Stores{Source: f.source, Target: f.target, Identity: identity},
+		Buckets:  handlers.Buckets{Source: f.source, Target: f.target, Identity: identity},
 		Payments: gateways(t, keys)} // the rows without an amount meet a real verification
 	for _, r := range handlers.Routes(f.tp, deps) {
 		if !r.DLQ {

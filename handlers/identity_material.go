@@ -36,7 +36,7 @@ func NewMaterialRecorder(ids *store.Identities, s objstore.Store, log *slog.Logg
 }
 
 func identityMaterialConsumer(d Deps, log *slog.Logger) *MaterialRecorder {
-	return NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Stores.Identity, log)
+	return NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Buckets.Identity, log)
 }
 
 // MaterialKey is where a certification's material is stored: a digest of

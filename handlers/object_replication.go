@@ -14,10 +14,10 @@ import (
 	"gorm.io/gorm"
 )
 
-// Stores are the object stores the object consumers use: the source store
-// uploads are in, the replica store they are copied to, and the store of
+// Buckets are the object stores the object consumers use: the bucket
+// uploads are in, the replica bucket they are copied to, and the bucket of
 // identity material.
-type Stores struct {
+type Buckets struct {
 	Source, Target, Identity objstore.Store
 }
 
@@ -46,7 +46,7 @@ func NewReplicator(db *gorm.DB, source, target objstore.Store, timeout time.Dura
 }
 
 func objectReplicationConsumer(d Deps, log *slog.Logger) *Replicator {
-	return NewReplicator(d.DB, d.Stores.Source, d.Stores.Target, d.CopyTimeout, log)
+	return NewReplicator(d.DB, d.Buckets.Source, d.Buckets.Target, d.CopyTimeout, log)
 }
 
 // Handle replicates the object of m's task.

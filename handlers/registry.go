@@ -29,7 +29,7 @@ type Deps struct {
 	Log         *slog.Logger // each consumer logs with handler=<its name>
 
 	Topology    *topology.Topology // set by Routes
-	Stores      Stores             // the object stores
+	Buckets     Buckets            // the object stores
 	Mailer      mail.Mailer        // verification codes and receipts
 	CopyTimeout time.Duration      // one replication copy's limit; 0 = none
 	// Payments verifies the gateway callback in the rawBody of a paid

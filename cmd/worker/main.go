@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	defer pub.Close()
 	w := newWriters(deps, reg)
 	defer w.close() // after the router stopped: handlers in flight wait on it
-	stores, err := app.OpenStores(cfg.Objects)
+	buckets, err := openBuckets(cfg.Objects)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	selected, err := selectRoutes(routes(deps, w, stores, mailer, cfg.Worker, log), *handlerSpec)
+	selected, err := selectRoutes(routes(deps, w, buckets, mailer, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}

@@ -73,11 +73,11 @@ func defaultRoutes(t *testing.T) (config.Worker, *topology.Topology, map[string]
 	deps := &app.Deps{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
 	w := newWriters(deps, prometheus.NewRegistry())
 	t.Cleanup(w.close)
-	stores := app.Stores{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
+	buckets := handlers.Buckets{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
 	mailer, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return cfg, tp, routes(deps, w, stores, mailer, cfg.Worker, log)
+	return cfg, tp, routes(deps, w, buckets, mailer, cfg.Worker, log)
 }
 
 // A group-committing consumer's channels each hold one WORKER_BATCH

@@ -62,9 +62,9 @@ type route struct {
 // WORKER_BATCH each: with their channels, a few commits' worth in flight,
 // one committing while the next fill (each delivery in flight is a
 // goroutine and its message in memory: more only costs memory).
-func routes(deps *app.Deps, w *writers, stores app.Stores, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
+func routes(deps *app.Deps, w *writers, buckets handlers.Buckets, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
 	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
-		Stores:      handlers.Stores{Source: stores.Source, Target: stores.Target, Identity: stores.Identity},
+		Buckets:     buckets,
 		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer, Payments: deps.Payments}
 	out := map[string]route{}
 	for _, r := range handlers.Routes(deps.Topology, hd) {
@@ -118,4 +118,23 @@ func selectRoutes(available map[string]route, spec string) ([]route, error) {
 		out[i] = available[n]
 	}
 	return out, nil
+}
+
+// openBuckets opens the three object stores the worker's consumers use.
+func openBuckets(o config.Objects) (handlers.Buckets, error) {
+	maxSize := o.MaxBytes()
+	var (
+		b   handlers.Buckets
+		err error
+	)
+	if b.Source, err = app.OpenStore("source", o.Source, maxSize); err != nil {
+		return handlers.Buckets{}, err
+	}
+	if b.Target, err = app.OpenStore("replica", o.Target, maxSize); err != nil {
+		return handlers.Buckets{}, err
+	}
+	if b.Identity, err = app.OpenStore("identity material", o.Identity, maxSize); err != nil {
+		return handlers.Buckets{}, err
+	}
+	return b, nil
 }

@@ -10,11 +10,6 @@ import (
 	"github.com/eisland/isle/internal/kit/objstore"
 )
 
-// Stores are the object stores of config.Objects, open.
-type Stores struct {
-	Source, Target, Identity objstore.Store
-}
-
 // makeFileDir makes the directory of a file:// URL when it is missing; other
 // URLs are left alone.
 func makeFileDir(rawURL string) error {
@@ -35,25 +30,6 @@ func OpenStore(what string, s config.Store, maxSize int64) (objstore.Store, erro
 		return nil, fmt.Errorf("%s object store: %w", what, err)
 	}
 	return st, nil
-}
-
-// OpenStores opens the three object stores the worker's consumers use.
-func OpenStores(o config.Objects) (Stores, error) {
-	maxSize := o.MaxBytes()
-	var (
-		out Stores
-		err error
-	)
-	if out.Source, err = OpenStore("source", o.Source, maxSize); err != nil {
-		return Stores{}, err
-	}
-	if out.Target, err = OpenStore("replica", o.Target, maxSize); err != nil {
-		return Stores{}, err
-	}
-	if out.Identity, err = OpenStore("identity material", o.Identity, maxSize); err != nil {
-		return Stores{}, err
-	}
-	return out, nil
 }
 
 // OpenMailer opens the worker's mailer, making the directory of a file://
