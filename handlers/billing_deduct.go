@@ -60,7 +60,7 @@ func billingDeductConsumer(d Deps, log *slog.Logger) *Deductor {
 	return NewDeductor(d.Ledger, settler, log)
 }
 
-// Options: its deductions meet in the ledger writer and the
+// Options says that its deductions meet in the ledger writer and the
 // settle pipeline (Options.GroupCommits).
 func (h *Deductor) Options() Options { return Options{GroupCommits: true} }
 

@@ -55,7 +55,7 @@ func usageStatsConsumer(d Deps, log *slog.Logger) *UsageRecorder {
 	return NewUsageRecorder(d.Usage, hashes, log)
 }
 
-// Options: its usages meet in the usage writer and the
+// Options says that its usages meet in the usage writer and the
 // Redis pipeline (Options.GroupCommits).
 func (h *UsageRecorder) Options() Options { return Options{GroupCommits: true} }
 
