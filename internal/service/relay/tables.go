@@ -126,14 +126,11 @@ func decodeHeaders(s string) (map[string]string, error) {
 // replication task and publishes the task's ObjectReplicationMessage.
 type objects struct{ domain topology.Domain }
 
-// taskSource is what an object_outbox row's replication task is made of.
+// taskSource is what an object_outbox row's replication task is made of:
+// the claimed row and its headers, decoded.
 type taskSource struct {
-	ObjectID  uint64
-	Priority  uint8
-	TraceID   string
-	Headers   map[string]string // the trace context of the upload that queued it
-	SourceURL *string           // nil: the object is gone
-	SHA256    *string
+	*store.ClaimedObject
+	headers map[string]string // the trace context of the upload that queued it
 }
 
 func (o objects) claim(ctx context.Context, out *store.Outbox, claim string, limit int, lease time.Duration) ([]*item, error) {
@@ -142,13 +139,12 @@ func (o objects) claim(ctx context.Context, out *store.Outbox, claim string, lim
 		return nil, err
 	}
 	items := make([]*item, len(rows))
-	for i, row := range rows {
-		items[i] = &item{id: row.ID, attempts: row.Attempts, task: &taskSource{
-			ObjectID: row.ObjectID, Priority: row.Priority, TraceID: row.TraceID, SourceURL: row.SourceURL, SHA256: row.SHA256,
-		}}
+	for i := range rows {
+		row := &rows[i]
+		items[i] = &item{id: row.ID, attempts: row.Attempts, task: &taskSource{ClaimedObject: row}}
 		if row.SourceURL == nil || row.SHA256 == nil {
 			items[i].err = cannotPublish(fmt.Errorf("relay: object_outbox %d: object %d does not exist", row.ID, row.ObjectID))
-		} else if items[i].task.Headers, err = decodeHeaders(row.Headers); err != nil {
+		} else if items[i].task.headers, err = decodeHeaders(row.Headers); err != nil {
 			items[i].err = cannotPublish(fmt.Errorf("relay: object_outbox %d: headers: %w", row.ID, err))
 		}
 	}
@@ -194,7 +190,7 @@ func (o objects) message(it *item, task uint64) (messaging.Outgoing, error) {
 		return messaging.Outgoing{}, cannotPublish(err)
 	}
 	return messaging.Outgoing{
-		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID, Headers: it.task.Headers,
+		RoutingKey: o.domain.RoutingKey, Body: body, TypeID: o.domain.TypeID, TraceID: it.task.TraceID, Headers: it.task.headers,
 		MessageID: store.ReplicationMessageID(task), // the backfill republishes with the same id
 		Priority:  min(it.task.Priority, uint8(o.domain.MaxPriority)),
 	}, nil
