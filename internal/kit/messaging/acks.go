@@ -79,6 +79,7 @@ type acker struct {
 	quit   chan struct{}
 	dead   chan struct{} // closed when the goroutine has stopped: later answers are dropped
 	stats  *AckStats
+	lag    time.Duration // how long answers behind an unanswered front wait: ackLag
 
 	// the goroutine's own state
 	window  []slot // deliveries by tag, oldest first, none answered at the front but pending or kept ones
@@ -96,7 +97,13 @@ type slot struct {
 }
 
 func newAcker(ch ackChannel, buffer int, stats *AckStats) *acker {
-	st := &acker{ch: ch, events: make(chan ackEvent, buffer), quit: make(chan struct{}), dead: make(chan struct{}), stats: stats}
+	return newAckerLagging(ch, buffer, stats, ackLag)
+}
+
+// newAckerLagging is newAcker whose answers behind an unanswered front
+// wait lag rather than ackLag.
+func newAckerLagging(ch ackChannel, buffer int, stats *AckStats, lag time.Duration) *acker {
+	st := &acker{ch: ch, events: make(chan ackEvent, buffer), quit: make(chan struct{}), dead: make(chan struct{}), stats: stats, lag: lag}
 	go st.run()
 	return st
 }
@@ -192,7 +199,7 @@ func (st *acker) run() {
 		}
 		if !armed && st.lagNeeded() {
 			stuck = st.window[0].tag
-			lag.Reset(ackLag)
+			lag.Reset(st.lag)
 			armed = true
 		}
 	}
