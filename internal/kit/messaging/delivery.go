@@ -144,15 +144,15 @@ func (d Delivery) copyHeaders() map[string]string {
 // inflight is what the context of a message handed out carries, as one
 // value, while the middleware and its handler hold it: the Delivery, which
 // the middleware complete in place (Retry, IsleID, HeadersJSON) rather than
-// put a copy in a new context each, the AMQP delivery it came as, and the
-// outcome the middleware that decides it leaves for MetricsMiddleware
-// around it. The middleware of one message run on one goroutine, and
-// change the Delivery only before its handler runs, so it needs no lock.
+// put a copy in a new context each, and the AMQP delivery it came as. The
+// middleware of one message run on one goroutine, and change the Delivery
+// only before its handler runs, so it needs no lock. Nothing flows back
+// through it: the middleware that decides a delivery's outcome returns it
+// (verdict).
 type inflight struct {
 	d      Delivery
 	raw    amqp.Delivery // as it came from the broker, when hasRaw
 	hasRaw bool
-	slot   outcomeSlot
 }
 
 type inflightKey struct{}

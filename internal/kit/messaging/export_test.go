@@ -39,7 +39,7 @@ func (s *Subscriber) ConsumeFailed() *testsignal.Signal[error] { return &s.consu
 // deliveries of their body.
 func RetryMiddlewareSignalled(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) (message.HandlerMiddleware, *testsignal.Signal[string]) {
 	r := newRetrier(dom, pub, cfg, log)
-	return r.middleware, &r.bodies.met
+	return counted(dom.Name, nil, r.decide), &r.bodies.met
 }
 
 // Reconnecting is signalled with the attempt number before each dial of

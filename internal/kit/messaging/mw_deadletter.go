@@ -21,32 +21,31 @@ import (
 // message whole) is logged as such, with the message id and size, and
 // counted as failed, so that it is seen and fixed; any other (the database
 // is down) is counted as requeued. A message stored is counted as stored.
-func DeadLetterMiddleware(dom topology.Domain, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
+// The counts are m's (isle_messages_total), with the handler's time
+// (isle_handler_duration_seconds).
+func DeadLetterMiddleware(dom topology.Domain, m *Metrics, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
 	delay := cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)
-	return func(h message.HandlerFunc) message.HandlerFunc {
-		return func(msg *message.Message) ([]*message.Message, error) {
-			in := inflightIn(msg)
-			readRetry(in, dom)
-			in.d.withBrokerReason()
-			in.d.HeadersJSON = in.d.headersJSON()
-			ctx, d := msg.Context(), in.d
-			began := time.Now()
-			out, err := h(msg)
-			took := time.Since(began)
-			if err == nil {
-				report(ctx, OutcomeStored, took)
-				return out, nil
-			}
-			log := log.With("domain", dom.Name, "message_id", d.MessageID, "bytes", len(d.Body), "err", err)
-			if IsPermanent(err) {
-				log.ErrorContext(ctx, "dead message cannot be stored whole; it stays in the DLQ and is tried again")
-				report(ctx, OutcomeFailed, took)
-			} else {
-				log.ErrorContext(ctx, "could not store a dead message; requeueing it")
-				report(ctx, OutcomeRequeued, took)
-			}
-			pause(ctx, delay)
-			return nil, err
+	return counted(dom.Name, m, func(h message.HandlerFunc, msg *message.Message) (verdict, []*message.Message, error) {
+		in := inflightIn(msg)
+		readRetry(in, dom)
+		in.d.withBrokerReason()
+		in.d.HeadersJSON = in.d.headersJSON()
+		ctx, d := msg.Context(), in.d
+		began := time.Now()
+		out, err := h(msg)
+		took := time.Since(began)
+		if err == nil {
+			return verdict{OutcomeStored, took}, out, nil
 		}
-	}
+		log := log.With("domain", dom.Name, "message_id", d.MessageID, "bytes", len(d.Body), "err", err)
+		outcome := OutcomeRequeued
+		if IsPermanent(err) {
+			log.ErrorContext(ctx, "dead message cannot be stored whole; it stays in the DLQ and is tried again")
+			outcome = OutcomeFailed
+		} else {
+			log.ErrorContext(ctx, "could not store a dead message; requeueing it")
+		}
+		pause(ctx, delay)
+		return verdict{outcome, took}, nil, err
+	})
 }

@@ -1,50 +1,35 @@
 package messaging
 
 import (
-	"context"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// MetricsMiddleware counts each delivery of domain by its outcome
-// (isle_messages_total) and observes its handler's time
-// (isle_handler_duration_seconds). The outcome is the one the retry or
-// dead-letter middleware inside reports (retried, dead, failed, requeued,
-// stored, ok), with the time of the handler alone, the copy's publish left
-// out. Without one inside, a message the router acks is ok and one it nacks
-// (and so requeues) is requeued.
-func MetricsMiddleware(domain string, m *Metrics) message.HandlerMiddleware {
+// verdict is what the middleware that decides a delivery's outcome returns
+// beside the handler's answer: the outcome (retried, dead, failed,
+// requeued, stored, ok) and the time of the handler alone, a copy's
+// publish left out.
+type verdict struct {
+	outcome string
+	took    time.Duration
+}
+
+// decider runs h on msg, decides the delivery's outcome and returns it
+// with what the router is to be answered: RetryMiddleware's and
+// DeadLetterMiddleware's own work.
+type decider func(h message.HandlerFunc, msg *message.Message) (verdict, []*message.Message, error)
+
+// counted is the middleware that runs decide and counts each verdict it
+// returns for domain in m (isle_messages_total by outcome,
+// isle_handler_duration_seconds); a nil m counts nothing.
+func counted(domain string, m *Metrics, decide decider) message.HandlerMiddleware {
 	dm := m.forDomain(domain)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			slot := &inflightIn(msg).slot
-			*slot = outcomeSlot{}
-			began := time.Now()
-			out, err := h(msg)
-			if slot.outcome == "" {
-				slot.outcome, slot.took = OutcomeOK, time.Since(began)
-				if err != nil {
-					slot.outcome = OutcomeRequeued
-				}
-			}
-			dm.handled(slot.outcome, slot.took)
+			v, out, err := decide(h, msg)
+			dm.handled(v.outcome, v.took)
 			return out, err
 		}
-	}
-}
-
-// outcomeSlot is where the middleware that decides a delivery's outcome
-// leaves it for MetricsMiddleware around it (inflight.slot).
-type outcomeSlot struct {
-	outcome string
-	took    time.Duration // the handler's time
-}
-
-// report leaves a delivery's outcome, and its handler's time, in the slot
-// ctx carries, if any.
-func report(ctx context.Context, outcome string, took time.Duration) {
-	if in := inflightOf(ctx); in != nil {
-		in.slot = outcomeSlot{outcome: outcome, took: took}
 	}
 }

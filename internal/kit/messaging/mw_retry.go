@@ -33,14 +33,15 @@ import (
 // is a failure while the message's context is canceled (its channel is
 // gone, ErrChannelLost, or the worker's shutdown timeout passed), at once
 // and without a copy: the broker has the delivery back. A domain without
-// retries (usage stats) logs and counts the failure and answers nil. The
-// outcome goes to MetricsMiddleware around it.
+// retries (usage stats) logs and counts the failure and answers nil. Each
+// delivery's outcome is counted in m (isle_messages_total), with the time
+// of its handler alone (isle_handler_duration_seconds).
 //
 // A redelivered delivery without a producer's id first waits for the
 // deliveries of its body still in their handler in this process (bodyRuns):
 // it may be one of them come back after a lost channel.
-func RetryMiddleware(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
-	return newRetrier(dom, pub, cfg, log).middleware
+func RetryMiddleware(dom topology.Domain, pub *Publisher, m *Metrics, cfg ChainConfig, log *slog.Logger) message.HandlerMiddleware {
+	return counted(dom.Name, m, newRetrier(dom, pub, cfg, log).decide)
 }
 
 // runLeaving runs h, then leave, also when h panics.
@@ -61,33 +62,32 @@ func newRetrier(dom topology.Domain, pub *Publisher, cfg ChainConfig, log *slog.
 	return &retrier{dom: dom, pub: pub, log: log, delay: cmp.Or(cfg.RequeueDelay, RequeueDelayDefault)}
 }
 
-func (r *retrier) middleware(h message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) ([]*message.Message, error) {
-		in := inflightIn(msg)
-		readRetry(in, r.dom)
-		in.d.assignID() // before the handler: its copies carry it
-		ctx, d := msg.Context(), in.d
-		began := time.Now()
-		leave, err := r.bodies.enter(ctx, d)
-		if err != nil {
-			// Its context ended while an earlier delivery of its body
-			// ran: the broker has it back.
-			report(ctx, OutcomeRequeued, time.Since(began))
-			return nil, err
-		}
-		out, err := runLeaving(h, msg, leave)
-		took := time.Since(began)
-		if err == nil {
-			report(ctx, OutcomeOK, took)
-			return out, nil
-		}
-		return nil, r.failed(ctx, d, err, took)
+// decide runs h on msg with the retry pattern around it.
+func (r *retrier) decide(h message.HandlerFunc, msg *message.Message) (verdict, []*message.Message, error) {
+	in := inflightIn(msg)
+	readRetry(in, r.dom)
+	in.d.assignID() // before the handler: its copies carry it
+	ctx, d := msg.Context(), in.d
+	began := time.Now()
+	leave, err := r.bodies.enter(ctx, d)
+	if err != nil {
+		// Its context ended while an earlier delivery of its body ran:
+		// the broker has it back.
+		return verdict{OutcomeRequeued, time.Since(began)}, nil, err
 	}
+	out, err := runLeaving(h, msg, leave)
+	took := time.Since(began)
+	if err == nil {
+		return verdict{OutcomeOK, took}, out, nil
+	}
+	outcome, err := r.failed(ctx, d, err)
+	return verdict{outcome, took}, nil, err
 }
 
-// failed deals with a delivery its handler failed: it answers nil when a copy went to the retry queue or the DLQ (or the domain
-// keeps none), and an error when the delivery must go back to its queue.
-func (r *retrier) failed(ctx context.Context, d Delivery, err error, took time.Duration) error {
+// failed deals with a delivery its handler failed and returns the outcome:
+// with nil when a copy went to the retry queue or the DLQ (or the domain
+// keeps none), with an error when the delivery must go back to its queue.
+func (r *retrier) failed(ctx context.Context, d Delivery, err error) (string, error) {
 	log := r.log.With("domain", r.dom.Name, "message_id", d.Key(), "retry", d.Retry)
 	if ctx.Err() != nil {
 		// The delivery's channel is gone (the broker has it back and gives
@@ -99,28 +99,24 @@ func (r *retrier) failed(ctx context.Context, d Delivery, err error, took time.D
 		} else {
 			log.WarnContext(ctx, "handler canceled by shutdown; requeueing the delivery", "err", err)
 		}
-		report(ctx, OutcomeRequeued, took)
-		return err
+		return OutcomeRequeued, err
 	}
 	if !r.dom.HasRetry() {
 		log.ErrorContext(ctx, "handler failed; the domain has no retry", "err", err)
-		report(ctx, OutcomeFailed, took)
-		return nil
+		return OutcomeFailed, nil
 	}
 	out, outcome := d.retryCopy(r.dom, err)
 	if perr := r.pub.Send(context.WithoutCancel(ctx), out); perr != nil {
 		log.ErrorContext(ctx, "could not publish the copy; requeueing the delivery", "err", err, "publish_err", perr)
-		report(ctx, OutcomeRequeued, took)
 		pause(ctx, r.delay) // a broken broker is not spun on
-		return perr
+		return OutcomeRequeued, perr
 	}
-	report(ctx, outcome, took)
 	if outcome == OutcomeDead {
 		log.ErrorContext(ctx, "message sent to the DLQ", "err", err, "reason", out.Headers[HeaderDeadReason])
 	} else {
 		log.WarnContext(ctx, "message sent to the retry queue", "err", err, "next_retry", d.Retry+1, "delay", r.dom.Retry.Delay)
 	}
-	return nil
+	return outcome, nil
 }
 
 // maxErrorText bounds the error text a copy carries (truncate).

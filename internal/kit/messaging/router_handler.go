@@ -44,16 +44,15 @@ func RouterHandler(h HandlerFunc) message.NoPublishHandlerFunc {
 
 // MainChain is the middleware of dom's main queue, outermost first: a
 // consumer span continuing the message's trace (TracingMiddleware), the
-// trace id into the context (CorrelationMiddleware), the metrics
-// (MetricsMiddleware), the retry pattern (RetryMiddleware), panics made
+// trace id into the context (CorrelationMiddleware), the retry pattern,
+// which counts each delivery's outcome (RetryMiddleware), panics made
 // errors (RecovererMiddleware), and the handler's timeout
 // (TimeoutMiddleware). Give it to the handler's AddMiddleware.
 func MainChain(dom topology.Domain, pub *Publisher, m *Metrics, cfg ChainConfig, log *slog.Logger) []message.HandlerMiddleware {
 	return []message.HandlerMiddleware{
 		TracingMiddleware(dom.Queue),
 		CorrelationMiddleware,
-		MetricsMiddleware(dom.Name, m),
-		RetryMiddleware(dom, pub, cfg, log),
+		RetryMiddleware(dom, pub, m, cfg, log),
 		RecovererMiddleware(log),
 		TimeoutMiddleware(cfg.HandlerTimeout),
 	}
@@ -66,8 +65,7 @@ func DeadLetterChain(dom topology.Domain, m *Metrics, cfg ChainConfig, log *slog
 	return []message.HandlerMiddleware{
 		TracingMiddleware(dom.DLQ),
 		CorrelationMiddleware,
-		MetricsMiddleware(dom.Name, m),
-		DeadLetterMiddleware(dom, cfg, log),
+		DeadLetterMiddleware(dom, m, cfg, log),
 		RecovererMiddleware(log),
 		TimeoutMiddleware(cfg.HandlerTimeout),
 	}

@@ -78,8 +78,8 @@ func TestDeadMessageTheDatabaseWouldDamageIsKeptAndLoggedWithItsID(t *testing.T)
 // refuses are still stored: the router handles what the subscriber holds
 // at once, and the refused one is requeued behind them. (With a prefetch of
 // 1 they would wait for it.) The refusal is counted once its requeue delay
-// has passed: MetricsMiddleware records an outcome when the chain inside
-// returns.
+// has passed: DeadLetterMiddleware counts an outcome once it has decided
+// it, its pause included.
 func TestDeadMessagesBehindARefusedOneAreStored(t *testing.T) {
 	t.Parallel()
 	b := setupWholePrefetch(t, slog.New(slog.NewTextHandler(io.Discard, nil)), messaging.PrefetchDefault)
