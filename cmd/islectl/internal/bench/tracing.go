@@ -19,8 +19,9 @@ import (
 // TracingSampleRatio) and with every span, against the same load with no
 // endpoint configured (doc/tracing.md). Each side runs tracingRounds times,
 // in turn, each time on an api and a worker started for it and warmed up,
-// so that no side is favoured by warm processes or by the drift of the run
-// (the ledger growing, the machine's other load).
+// and each round in the reverse order of the one before, so that no side
+// is favoured by warm processes or by the drift of the run (the ledger
+// growing, the machine's other load).
 type Tracing struct {
 	Skipped      string  `json:"skipped,omitempty"`
 	Rounds       int     `json:"rounds"`
@@ -51,7 +52,8 @@ type Tracing struct {
 // manifests sample at (OTEL_TRACES_SAMPLER_ARG).
 const TracingSampleRatio = 0.1
 
-// tracingRounds is how many times each side of the tracing phase runs.
+// tracingRounds is how many times each side of the tracing phase runs (an
+// even number: the order reverses from one round to the next).
 const tracingRounds = 2
 
 // tracing runs usage end to end with tracing off and on, tracingRounds
@@ -71,18 +73,25 @@ func (r *run) tracing(ctx context.Context) error {
 	sampled := []string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", fmt.Sprintf("OTEL_TRACES_SAMPLER_ARG=%g", TracingSampleRatio)}
 	every := []string{"OTEL_TRACES_SAMPLER=parentbased_always_on", "OTEL_TRACES_SAMPLER_ARG="}
 	var off, samp, on []EndToEnd
+	type arm struct {
+		name, endpoint string
+		sampler        []string
+		runs           *[]EndToEnd
+	}
+	sides := []arm{{"off", "", nil, &off}, {"sampled", sink.url, sampled, &samp}, {"on", sink.url, every, &on}}
 	for round := range tracingRounds {
-		for _, side := range []struct {
-			name, endpoint string
-			sampler        []string
-			runs           *[]EndToEnd
-		}{{"off", "", nil, &off}, {"sampled", sink.url, sampled, &samp}, {"on", sink.url, every, &on}} {
+		for _, side := range sides {
 			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint, side.sampler...)
 			if err != nil {
 				return err
 			}
 			*side.runs = append(*side.runs, e)
 		}
+		// The next round runs the sides in the reverse order: the run slows
+		// as the ledger grows, and a side that always ran first would be
+		// favoured by that drift; over each two rounds, every side's mean
+		// position is the same.
+		slices.Reverse(sides)
 	}
 	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="); err != nil {
 		return err
