@@ -135,10 +135,10 @@ func newConsumerFixture(t *testing.T) *consumerFixture {
 	t.Cleanup(func() { ledger.Close(); usage.Close() })
 	keys, err := gatewayKeys()
 	require.NoError(t, err)
-	deps := handlers.Deps{DB: f.db, Redis: f.rdb, Ledger: ledger, Usage: usage, Log: quiet, Mailer: mailer, CopyTimeout: 10 * time.Second,
+	backends := handlers.Backends{DB: f.db, Redis: f.rdb, Ledger: ledger, Usage: usage, Log: quiet, Mailer: mailer, CopyTimeout: 10 * time.Second,
 		Buckets:  handlers.Buckets{Source: f.source, Target: f.target, Identity: identity},
 		Payments: gateways(t, keys)} // the rows without an amount meet a real verification
-	for _, r := range handlers.Routes(f.tp, deps) {
+	for _, r := range handlers.Routes(f.tp, backends) {
 		if !r.DLQ {
 			f.consume[r.Name] = r.Handle
 		}

@@ -52,7 +52,7 @@ func NewDeductor(l Ledger, b BalanceSettler, log *slog.Logger) *Deductor {
 }
 
 // billingDeductConsumer is the agent-billing consumer of the registry.
-func billingDeductConsumer(d Deps, log *slog.Logger) *Deductor {
+func billingDeductConsumer(d Backends, log *slog.Logger) *Deductor {
 	settler := d.Settler
 	if settler == nil {
 		settler = store.NewBalances(d.DB, d.Redis)

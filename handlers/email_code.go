@@ -45,7 +45,7 @@ func NewCodeMailer(m mail.Mailer, once SentOnce, log *slog.Logger) *CodeMailer {
 	return &CodeMailer{mailer: m, once: once, ttl: keys.VerifyCodeTTL, log: log, now: time.Now}
 }
 
-func emailCodeConsumer(d Deps, log *slog.Logger) *CodeMailer {
+func emailCodeConsumer(d Backends, log *slog.Logger) *CodeMailer {
 	return NewCodeMailer(d.Mailer, store.NewSentMails(d.Redis), log)
 }
 

@@ -35,7 +35,7 @@ func NewMaterialRecorder(ids *store.Identities, s objstore.Store, log *slog.Logg
 	return &MaterialRecorder{ids: ids, store: s, log: log}
 }
 
-func identityMaterialConsumer(d Deps, log *slog.Logger) *MaterialRecorder {
+func identityMaterialConsumer(d Backends, log *slog.Logger) *MaterialRecorder {
 	return NewMaterialRecorder(store.NewIdentities(d.DB, d.Redis), d.Buckets.Identity, log)
 }
 

@@ -45,7 +45,7 @@ func NewReplicator(db *gorm.DB, source, target objstore.Store, timeout time.Dura
 	return &Replicator{objects: store.NewObjects(db), source: source, target: target, timeout: timeout, log: log, now: time.Now}
 }
 
-func objectReplicationConsumer(d Deps, log *slog.Logger) *Replicator {
+func objectReplicationConsumer(d Backends, log *slog.Logger) *Replicator {
 	return NewReplicator(d.DB, d.Buckets.Source, d.Buckets.Target, d.CopyTimeout, log)
 }
 

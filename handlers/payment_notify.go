@@ -47,7 +47,7 @@ func NewNoticeApplier(orders *store.Orders, proofs PaymentProofs, receipts topol
 	return &NoticeApplier{orders: orders, proofs: proofs, receipts: receipts, log: log}
 }
 
-func paymentNotifyConsumer(d Deps, log *slog.Logger) *NoticeApplier {
+func paymentNotifyConsumer(d Backends, log *slog.Logger) *NoticeApplier {
 	return NewNoticeApplier(store.NewOrders(d.DB, d.Redis), d.Payments, d.domain(topology.DomainPaymentReceipt), log)
 }
 

@@ -34,7 +34,7 @@ func NewReceiptMailer(db *gorm.DB, orders *store.Orders, m mail.Mailer, log *slo
 	return &ReceiptMailer{orders: orders, accounts: store.NewAccounts(db), mailer: m, log: log}
 }
 
-func paymentReceiptConsumer(d Deps, log *slog.Logger) *ReceiptMailer {
+func paymentReceiptConsumer(d Backends, log *slog.Logger) *ReceiptMailer {
 	return NewReceiptMailer(d.DB, store.NewOrders(d.DB, d.Redis), d.Mailer, log)
 }
 

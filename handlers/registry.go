@@ -12,10 +12,10 @@ import (
 	"gorm.io/gorm"
 )
 
-// Deps are what the consumers are built from; the worker makes them once.
+// Backends are what the consumers are built from; the worker makes them once.
 // A consumer builds the store aggregates it needs from DB and Redis; the
 // group-committing writers are shared by every handler of the process.
-type Deps struct {
+type Backends struct {
 	DB     *gorm.DB
 	Redis  *store.Redis
 	Ledger Ledger       // store.LedgerWriter
@@ -44,14 +44,14 @@ type Deps struct {
 // (messaging.MainChain: retry copies, DLQ, recovery, timeout, metrics).
 type Consumer struct {
 	Domain string // the domain its message type travels on (topology.Message.Domain)
-	build  func(d Deps, log *slog.Logger) (messaging.HandlerFunc, Options)
+	build  func(d Backends, log *slog.Logger) (messaging.HandlerFunc, Options)
 }
 
 // Options are what a consumer asks of the worker beyond being run. A
 // consumer has the defaults, the zero Options, unless its type declares
 // Options() Options and overrides what it needs.
 type Options struct {
-	// GroupCommits: its calls meet in the group-committing writers of Deps
+	// GroupCommits: its calls meet in the group-committing writers of Backends
 	// (one transaction, one Redis pipeline for the many in flight), and the
 	// worker gives its queue a prefetch of a whole batch so that many are.
 	GroupCommits bool
@@ -65,9 +65,9 @@ func Consume[T any, PT interface {
 	topology.Message
 }, H interface {
 	Handle(ctx context.Context, m T) error
-}](build func(d Deps, log *slog.Logger) H) Consumer {
+}](build func(d Backends, log *slog.Logger) H) Consumer {
 	var m T
-	return Consumer{Domain: PT(&m).Domain(), build: func(d Deps, log *slog.Logger) (messaging.HandlerFunc, Options) {
+	return Consumer{Domain: PT(&m).Domain(), build: func(d Backends, log *slog.Logger) (messaging.HandlerFunc, Options) {
 		h := build(d, log)
 		var o Options
 		if declared, ok := any(h).(interface{ Options() Options }); ok {
@@ -78,7 +78,7 @@ func Consume[T any, PT interface {
 }
 
 // New builds the consumer's handler.
-func (c Consumer) New(d Deps, log *slog.Logger) messaging.HandlerFunc {
+func (c Consumer) New(d Backends, log *slog.Logger) messaging.HandlerFunc {
 	h, _ := c.build(d, log)
 	return h
 }
@@ -112,7 +112,7 @@ type Route struct {
 
 // Routes builds every consumer of tp: the main consumer of each domain in
 // Consumers, and the dead-letter consumer of each domain with a DLQ.
-func Routes(tp *topology.Topology, d Deps) []Route {
+func Routes(tp *topology.Topology, d Backends) []Route {
 	d.Topology = tp
 	var out []Route
 	for _, c := range Consumers {
@@ -134,7 +134,7 @@ func Routes(tp *topology.Topology, d Deps) []Route {
 
 // domain is the topology's domain named name; a consumer asks only for
 // domains of the contract, so a missing one is a wiring bug.
-func (d Deps) domain(name string) topology.Domain {
+func (d Backends) domain(name string) topology.Domain {
 	dom, ok := d.Topology.Domain(name)
 	if !ok {
 		panic("handlers: the topology lacks domain " + name)

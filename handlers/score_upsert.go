@@ -31,7 +31,7 @@ func NewScoreKeeper(scores *store.Scores, log *slog.Logger) *ScoreKeeper {
 	return &ScoreKeeper{scores: scores, log: log}
 }
 
-func scoreUpsertConsumer(d Deps, log *slog.Logger) *ScoreKeeper {
+func scoreUpsertConsumer(d Backends, log *slog.Logger) *ScoreKeeper {
 	return NewScoreKeeper(store.NewScores(d.DB, d.Redis), log)
 }
 

@@ -146,13 +146,13 @@ func newSpringFleet(t *testing.T) *springFleet {
 	require.NoError(t, err)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: time.Minute}, watermill.NopLogger{})
 	require.NoError(t, err)
-	deps := handlers.Deps{DB: f.db, Redis: rdb, Ledger: f.fail, Usage: usage, Log: quiet}
+	backends := handlers.Backends{DB: f.db, Redis: rdb, Ledger: f.fail, Usage: usage, Log: quiet}
 	for _, c := range handlers.Consumers {
 		if c.Domain != topology.DomainAgentBilling && c.Domain != topology.DomainAgentUsageStats {
 			continue
 		}
 		dom, _ := tp.Domain(c.Domain)
-		h := c.New(deps, quiet)
+		h := c.New(backends, quiet)
 		seen := func(ctx context.Context, d messaging.Delivery) error {
 			err := h(ctx, d)
 			f.seen.add(d)

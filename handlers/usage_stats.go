@@ -47,7 +47,7 @@ func NewUsageRecorder(c UsageCounter, h UsageHashes, log *slog.Logger) *UsageRec
 }
 
 // usageStatsConsumer is the agent-usage-stats consumer of the registry.
-func usageStatsConsumer(d Deps, log *slog.Logger) *UsageRecorder {
+func usageStatsConsumer(d Backends, log *slog.Logger) *UsageRecorder {
 	hashes := d.UsageHashes
 	if hashes == nil {
 		hashes = store.NewUsageStats(d.DB, d.Redis)

@@ -32,11 +32,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer svc.Close()
-	log, deps, reg := svc.Log, svc.Deps, svc.Registry
+	log, opened, reg := svc.Log, svc.Opened, svc.Registry
 
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-api", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
-	}, deps.Topology, messaging.NewMetrics(reg), log)
+	}, opened.Topology, messaging.NewMetrics(reg), log)
 	if err != nil {
 		return err
 	}
@@ -49,15 +49,15 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	charges := billing.New(deps.DB, deps.Redis)
+	charges := billing.New(opened.DB, opened.Redis)
 	go charges.WatchPrices(ctx, log)
 	var admin http.Handler // the operator console under /admin/
 	if cfg.Console.Enabled {
-		con, err := app.NewConsole(cfg.Console, cfg.AMQP, "/admin", "api", app.ConsoleDeps{
-			DB: deps.DB, Redis: deps.Redis, Topology: deps.Topology, Publisher: pub, Log: log,
+		con, err := app.NewConsole(cfg.Console, cfg.AMQP, app.ConsoleSite{
+			Prefix: "/admin", Binary: "api",
 			Operator: func(r *http.Request) string { p, _ := httpapi.PrincipalFrom(r.Context()); return p.Subject },
 			CSRFKey:  app.ConsoleCSRFKey(cfg.JWT.Secret),
-		})
+		}, app.Backends{DB: opened.DB, Redis: opened.Redis, Topology: opened.Topology, Publisher: pub, Log: log})
 		if err != nil {
 			return err
 		}
@@ -71,8 +71,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		AvatarMaxBytes:   cfg.Objects.AvatarMaxBytes, WallpaperMaxBytes: cfg.Objects.WallpaperMaxBytes,
 		CodePepper: []byte(cfg.HTTP.CodePepper), ScoreSubmitPerMinute: cfg.HTTP.ScoreSubmitPerMinute,
 		UsageBatchMax: cfg.HTTP.UsageBatchMax,
-	}, httpapi.Deps{
-		DB: deps.DB, Redis: deps.Redis, Publisher: pub, Log: log, Registry: reg, Topology: deps.Topology,
+	}, httpapi.Backends{
+		DB: opened.DB, Redis: opened.Redis, Publisher: pub, Log: log, Registry: reg, Topology: opened.Topology,
 		Billing: charges, Objects: uploads, Alipay: alipay, Wechat: wechat, Admin: admin,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "routes", len(api.Routes()),
+	log.InfoContext(ctx, "api started", "addr", ln.Addr().String(), "ops", ops.Addr(), "prefix", opened.Topology.Prefix(), "routes", len(api.Routes()),
 		"console", cfg.Console.Enabled, "metrics", metricsAt(ops.Addr(), ln.Addr().String(), cfg.HTTP.PublicMetrics))
 
 	select {

@@ -64,10 +64,9 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	defer pub.Close()
 	user, _ := e.lookupEnv("USER")
 	operator := "local:" + cmp.Or(user, "operator")
-	con, err := app.NewConsole(cfg.Console, cfg.AMQP, "", "islectl console", app.ConsoleDeps{
-		DB: db, Redis: rdb, Topology: tp, Publisher: pub, Log: log,
-		Operator: func(*http.Request) string { return operator },
-	})
+	con, err := app.NewConsole(cfg.Console, cfg.AMQP,
+		app.ConsoleSite{Binary: "islectl console", Operator: func(*http.Request) string { return operator }},
+		app.Backends{DB: db, Redis: rdb, Topology: tp, Publisher: pub, Log: log})
 	if err != nil {
 		return err
 	}

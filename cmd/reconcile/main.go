@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer svc.Close()
-	log, deps, reg := svc.Log, svc.Deps, svc.Registry
+	log, opened, reg := svc.Log, svc.Opened, svc.Registry
 	rc := cfg.Reconcile
 
 	metrics := reconcile.NewMetrics(reg)
@@ -76,17 +76,17 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	tp := deps.Topology // checked only when the reconciler publishes
+	tp := opened.Topology // checked only when the reconciler publishes
 	if tp == nil {
 		if tp, err = topology.New(cfg.AMQP.Topology); err != nil {
 			return err
 		}
 	}
-	jd := app.JobDeps{DB: deps.DB, Redis: deps.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
-	if deps.AMQP != nil { // Needs asked for RabbitMQ: a job publishes
+	jd := app.Backends{DB: opened.DB, Redis: opened.Redis, Topology: tp, Admin: admin, Metrics: metrics, Log: log}
+	if opened.AMQP != nil { // Needs asked for RabbitMQ: a job publishes
 		pub, err := messaging.NewPublisher(messaging.PublisherConfig{URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-reconcile", Timeout: cfg.AMQP.PublishTimeout, Channels: 4,
 			EnsureOnly: true}, // the api declares the topology
-			deps.Topology, messaging.NewMetrics(reg), log)
+			opened.Topology, messaging.NewMetrics(reg), log)
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	runner := reconcile.Runner{Redis: deps.Redis, Runs: store.NewJobRuns(deps.DB), Metrics: metrics, Log: log, Owner: app.ProcessName("reconcile")}
+	runner := reconcile.Runner{Redis: opened.Redis, Runs: store.NewJobRuns(opened.DB), Metrics: metrics, Log: log, Owner: app.ProcessName("reconcile")}
 
 	if *once != "" {
 		res, err := runner.Run(ctx, jobs[*once], "reconcile -once")
@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			schedules = append(schedules, reconcile.Schedule{Spec: spec, Job: jobs[name]})
 		}
 	}
-	lease := lease.New(deps.Redis.Client(keys.LeaderLease.DB), deps.Redis.Keys().LeaderLease(reconcile.LeaderGroup), rc.LeaseTTL)
+	lease := lease.New(opened.Redis.Client(keys.LeaderLease.DB), opened.Redis.Keys().LeaderLease(reconcile.LeaderGroup), rc.LeaseTTL)
 	leader := reconcile.NewLeader(lease, log)
 	runner.Owner += ", lease " + lease.Owner() // the console tells the leader's runs by it
 	sched, err := reconcile.NewScheduler(leader, runner, schedules...)

@@ -27,12 +27,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer svc.Close()
-	log, deps, reg := svc.Log, svc.Deps, svc.Registry
+	log, opened, reg := svc.Log, svc.Opened, svc.Registry
 
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-relay-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 		EnsureOnly: true, // the api declares the topology
-	}, deps.Topology, messaging.NewMetrics(reg), log)
+	}, opened.Topology, messaging.NewMetrics(reg), log)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if !cfg.Relay.ReplicationEnabled {
 		rc.Tables = []string{"outbox"}
 	}
-	r, err := relay.New(deps.DB, deps.Topology, pub, rc, relay.NewMetrics(reg), log)
+	r, err := relay.New(opened.DB, opened.Topology, pub, rc, relay.NewMetrics(reg), log)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	defer ops.Close(log)
 
-	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(), "owner", r.Owner(),
+	log.InfoContext(ctx, "relay started", "ops", ops.Addr(), "prefix", opened.Topology.Prefix(), "owner", r.Owner(),
 		"enabled", cfg.Relay.Enabled, "tables", r.Tables(), "batch", cfg.Relay.BatchSize, "interval", cfg.Relay.Interval,
 		"lease", cfg.Relay.Lease)
 	if cfg.Relay.Enabled {

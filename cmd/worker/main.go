@@ -37,18 +37,18 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	defer svc.Close()
-	log, deps, reg := svc.Log, svc.Deps, svc.Registry
+	log, opened, reg := svc.Log, svc.Opened, svc.Registry
 
 	metrics := messaging.NewMetrics(reg)
 	pub, err := messaging.NewPublisher(messaging.PublisherConfig{
 		URL: cfg.AMQP.URL, URLs: cfg.AMQP.URLs, Name: "isle-worker-publisher", Timeout: cfg.AMQP.PublishTimeout, Channels: cfg.AMQP.PublishChannels,
 		EnsureOnly: true, // the api declares the topology
-	}, deps.Topology, metrics, log)
+	}, opened.Topology, metrics, log)
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
-	w := newWriters(deps, reg)
+	w := newWriters(opened, reg)
 	defer w.close() // after the router stopped: handlers in flight wait on it
 	buckets, err := openBuckets(cfg.Objects)
 	if err != nil {
@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	selected, err := selectRoutes(routes(deps, w, buckets, mailer, cfg.Worker, log), *handlerSpec)
+	selected, err := selectRoutes(routes(opened, w, buckets, mailer, cfg.Worker, log), *handlerSpec)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	go func() {
 		select {
 		case <-router.Running():
-			log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", deps.Topology.Prefix(),
+			log.InfoContext(ctx, "worker started", "ops", ops.Addr(), "prefix", opened.Topology.Prefix(),
 				"handlers", strings.Join(names, ","), "prefetch", cfg.Worker.Prefetch, "subscriber", cfg.Worker.Subscriber)
 		case <-ctx.Done():
 		}

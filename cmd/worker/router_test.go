@@ -70,14 +70,14 @@ func defaultRoutes(t *testing.T) (config.Worker, *topology.Topology, map[string]
 	require.NoError(t, err)
 	tp, err := topology.New(topology.Config{})
 	require.NoError(t, err)
-	deps := &app.Deps{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
-	w := newWriters(deps, prometheus.NewRegistry())
+	opened := &app.Opened{DB: storetest.MySQL(t), Redis: storetest.Redis(t), Topology: tp}
+	w := newWriters(opened, prometheus.NewRegistry())
 	t.Cleanup(w.close)
 	buckets := handlers.Buckets{Source: fileStore(t), Target: fileStore(t), Identity: fileStore(t)}
 	mailer, err := mail.Open("file://"+t.TempDir()+"?from=no-reply%40isle.test", mail.Options{})
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return cfg, tp, routes(deps, w, buckets, mailer, cfg.Worker, log)
+	return cfg, tp, routes(opened, w, buckets, mailer, cfg.Worker, log)
 }
 
 // A group-committing consumer's channels each hold one WORKER_BATCH

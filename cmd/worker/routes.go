@@ -26,7 +26,7 @@ type writers struct {
 	usageHashes *store.UsageHashWriter
 }
 
-func newWriters(deps *app.Deps, reg prometheus.Registerer) *writers {
+func newWriters(opened *app.Opened, reg prometheus.Registerer) *writers {
 	sizes := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "isle_batch_size",
 		Help:    "Items per MySQL transaction or Redis pipeline of the group-committing consumers, by batcher.",
@@ -34,8 +34,8 @@ func newWriters(deps *app.Deps, reg prometheus.Registerer) *writers {
 	}, []string{"batcher"})
 	reg.MustRegister(sizes)
 	observe := func(batcher string, n int) { sizes.WithLabelValues(batcher).Observe(float64(n)) }
-	return &writers{ledger: store.NewLedgerWriter(deps.DB, observe), usage: store.NewUsageWriter(deps.DB, observe),
-		settle: store.NewSettleWriter(deps.Redis, observe), usageHashes: store.NewUsageHashWriter(deps.Redis, observe)}
+	return &writers{ledger: store.NewLedgerWriter(opened.DB, observe), usage: store.NewUsageWriter(opened.DB, observe),
+		settle: store.NewSettleWriter(opened.Redis, observe), usageHashes: store.NewUsageHashWriter(opened.Redis, observe)}
 }
 
 // close finishes what the writers hold; call it after the consumer stopped.
@@ -57,17 +57,17 @@ type route struct {
 // routes returns every route the worker can run, by handler name: the main
 // consumer of each domain the registry has, on WORKER_CONCURRENCY channels
 // of its queue, and each domain's DLQ consumer ("<domain>-dlq") on one.
-// deps.Payments verifies the callbacks of paid notifications without an
+// opened.Payments verifies the callbacks of paid notifications without an
 // amount. The group-committing consumers' channels hold at least one
 // WORKER_BATCH each: with their channels, a few commits' worth in flight,
 // one committing while the next fill (each delivery in flight is a
 // goroutine and its message in memory: more only costs memory).
-func routes(deps *app.Deps, w *writers, buckets handlers.Buckets, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
-	hd := handlers.Deps{DB: deps.DB, Redis: deps.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
+func routes(opened *app.Opened, w *writers, buckets handlers.Buckets, mailer mail.Mailer, cfg config.WorkerSection, log *slog.Logger) map[string]route {
+	hd := handlers.Backends{DB: opened.DB, Redis: opened.Redis, Ledger: w.ledger, Usage: w.usage, Settler: w.settle, UsageHashes: w.usageHashes, Log: log,
 		Buckets:     buckets,
-		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer, Payments: deps.Payments}
+		CopyTimeout: cfg.SourceFetchTimeout, Mailer: mailer, Payments: opened.Payments}
 	out := map[string]route{}
-	for _, r := range handlers.Routes(deps.Topology, hd) {
+	for _, r := range handlers.Routes(opened.Topology, hd) {
 		if r.DLQ {
 			out[r.Name] = route{Route: r, queue: r.Domain.DLQ, tune: messaging.TopicConfig{Channels: 1}}
 			continue

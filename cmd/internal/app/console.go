@@ -3,41 +3,36 @@ package app
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"log/slog"
 	"net/http"
 
 	"github.com/eisland/isle/cmd/internal/config"
-	"github.com/eisland/isle/internal/kit/messaging"
 	"github.com/eisland/isle/internal/kit/rabbitadmin"
 	"github.com/eisland/isle/internal/service/console"
 	"github.com/eisland/isle/internal/service/reconcile"
 	"github.com/eisland/isle/store"
-	"github.com/eisland/isle/topology"
-	"gorm.io/gorm"
 )
 
-// ConsoleDeps are the open services an operator console works with.
-type ConsoleDeps struct {
-	DB        *gorm.DB
-	Redis     *store.Redis
-	Topology  *topology.Topology
-	Publisher *messaging.Publisher // nil: no replays, and no job that publishes
-	Log       *slog.Logger
-	Operator  func(r *http.Request) string
-	CSRFKey   []byte // nil: a key of this process
+// ConsoleSite is where an operator console is served and who uses it.
+type ConsoleSite struct {
+	Prefix   string                       // the API's /admin, islectl console's root ("")
+	Binary   string                       // the binary the runs of jobs it starts are recorded as
+	Operator func(r *http.Request) string // who makes a request, for the log of actions
+	CSRFKey  []byte                       // nil: a key of this process
 }
 
-// NewConsole builds the operator console a binary serves at prefix (the
-// API's /admin, islectl console's root): the broker's management API for
-// the queues, the fleet's health endpoints, and the reconciler's jobs built
-// from the reconciler's own settings, run through a Runner that records
-// each run as binary's.
-func NewConsole(cfg config.Console, amqp config.AMQP, prefix, binary string, d ConsoleDeps) (*console.Console, error) {
-	admin, err := rabbitadmin.New(amqp.ManagementURL, amqp.VHost)
-	if err != nil {
-		return nil, err
+// NewConsole builds the operator console a binary serves at site: the
+// broker's management API for the queues, the fleet's health endpoints,
+// and the reconciler's jobs built from b and the reconciler's own
+// settings, run through a Runner that records each run as site.Binary's.
+func NewConsole(cfg config.Console, amqp config.AMQP, site ConsoleSite, b Backends) (*console.Console, error) {
+	if b.Admin == nil {
+		admin, err := rabbitadmin.New(amqp.ManagementURL, amqp.VHost)
+		if err != nil {
+			return nil, err
+		}
+		b.Admin = admin
 	}
-	jobs, err := Jobs(JobDeps{DB: d.DB, Redis: d.Redis, Topology: d.Topology, Admin: admin, Publisher: d.Publisher, Log: d.Log}, cfg.Reconcile)
+	jobs, err := Jobs(b, cfg.Reconcile)
 	if err != nil {
 		return nil, err
 	}
@@ -48,15 +43,15 @@ func NewConsole(cfg config.Console, amqp config.AMQP, prefix, binary string, d C
 			list = append(list, console.Job{Job: j, Schedule: specs[name]})
 		}
 	}
-	deps := console.Deps{
-		DB: d.DB, Redis: d.Redis, Topology: d.Topology, Broker: admin, Jobs: list, Probes: cfg.Probes, Log: d.Log,
-		Runner:   reconcile.Runner{Redis: d.Redis, Runs: store.NewJobRuns(d.DB), Log: d.Log, Owner: ProcessName(binary)},
-		Operator: d.Operator, CSRFKey: d.CSRFKey,
+	cb := console.Backends{
+		DB: b.DB, Redis: b.Redis, Topology: b.Topology, Broker: b.Admin, Jobs: list, Probes: cfg.Probes, Log: b.Log,
+		Runner:   reconcile.Runner{Redis: b.Redis, Runs: store.NewJobRuns(b.DB), Log: b.Log, Owner: ProcessName(site.Binary)},
+		Operator: site.Operator, CSRFKey: site.CSRFKey,
 	}
-	if d.Publisher != nil {
-		deps.Publisher = d.Publisher
+	if b.Publisher != nil { // a nil *Publisher in the interface would not read as nil
+		cb.Publisher = b.Publisher
 	}
-	return console.New(console.Config{Prefix: prefix, SampleInterval: cfg.SampleInterval}, deps)
+	return console.New(console.Config{Prefix: site.Prefix, SampleInterval: cfg.SampleInterval}, cb)
 }
 
 // ConsoleCSRFKey derives the key of the console's CSRF tokens from the

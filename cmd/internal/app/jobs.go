@@ -17,15 +17,17 @@ import (
 	"gorm.io/gorm"
 )
 
-// JobDeps are what the reconciler's jobs are built from: the reconciler
-// builds them to schedule them or run one (-once), the operator console to
-// run one now.
-type JobDeps struct {
-	DB        *gorm.DB
-	Redis     *store.Redis
-	Topology  *topology.Topology
-	Admin     *rabbitadmin.Client  // balance-sync asks it whether a billing message may still arrive
-	Publisher *messaging.Publisher // nil: dlq-replay and replication-backfill are left out
+// Backends are the open stores and clients the reconciler's jobs are built
+// from: the reconciler builds them to schedule them or run one (-once), the
+// operator console to run one now.
+type Backends struct {
+	DB       *gorm.DB
+	Redis    *store.Redis
+	Topology *topology.Topology
+	// Admin is the broker's management API: balance-sync asks it whether a
+	// billing message may still arrive. NewConsole makes one when it is nil.
+	Admin     *rabbitadmin.Client
+	Publisher *messaging.Publisher // nil: dlq-replay and replication-backfill are left out, and the console replays nothing
 	Metrics   *reconcile.Metrics
 	Log       *slog.Logger
 }
@@ -40,7 +42,7 @@ var needsPublisher = []string{"dlq-replay", "replication-backfill"}
 func JobNeedsPublisher(name string) bool { return slices.Contains(needsPublisher, name) }
 
 // Jobs builds every job d allows, by name.
-func Jobs(d JobDeps, cfg config.ReconcileSection) (map[string]reconcile.Job, error) {
+func Jobs(d Backends, cfg config.ReconcileSection) (map[string]reconcile.Job, error) {
 	inflight, err := reconcile.NewBillingInFlight(d.Topology, d.Admin, d.DB)
 	if err != nil {
 		return nil, err

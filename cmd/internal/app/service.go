@@ -42,7 +42,7 @@ type Binary[C any] struct {
 // process collectors.
 type Service struct {
 	Log      *slog.Logger
-	Deps     *Deps
+	Opened   *Opened
 	Registry *prometheus.Registry
 	pprof    bool
 	traces   func(context.Context) error // flushes the spans and stops their exporter
@@ -86,13 +86,13 @@ func Start[C any](ctx context.Context, args []string, lookupEnv func(string) (st
 	}
 	needs := b.Needs(&cfg)
 	needs.Name = b.Name
-	deps, err := Open(ctx, log, needs)
+	opened, err := Open(ctx, log, needs)
 	if err != nil {
 		return nil, cfg, errors.Join(err, traces(ctx))
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Service{Log: log, Deps: deps, Registry: reg, pprof: lc.Pprof, traces: traces}, cfg, nil
+	return &Service{Log: log, Opened: opened, Registry: reg, pprof: lc.Pprof, traces: traces}, cfg, nil
 }
 
 // ServeOps serves the binary's operations endpoints on addr ("" = none,
@@ -101,7 +101,7 @@ func Start[C any](ctx context.Context, args []string, lookupEnv func(string) (st
 // profiler. The binary opens it once it is ready to work, and closes it
 // first as it stops.
 func (s *Service) ServeOps(addr string, extra ...Check) (*OpsServer, error) {
-	ops, err := NewOpsServer(addr, append(s.Deps.Checks(), extra...)...)
+	ops, err := NewOpsServer(addr, append(s.Opened.Checks(), extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (s *Service) ServeOps(addr string, extra ...Check) (*OpsServer, error) {
 // Close closes the services Start opened, in reverse order, and flushes
 // the spans not yet exported (for up to 5 s).
 func (s *Service) Close() error {
-	err := s.Deps.Close()
+	err := s.Opened.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return errors.Join(err, s.traces(ctx))

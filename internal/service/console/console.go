@@ -8,7 +8,7 @@
 //
 // The console authenticates nobody: whoever mounts it does (the API serves
 // it under /admin/ to the admin role; `islectl console` on loopback) and
-// says who the operator is through Deps.Operator.
+// says who the operator is through Backends.Operator.
 package console
 
 import (
@@ -61,8 +61,8 @@ type Probe struct {
 	URL  string
 }
 
-// Deps are the services the console reads and acts on.
-type Deps struct {
+// Backends are the services the console reads and acts on.
+type Backends struct {
 	DB        *gorm.DB
 	Redis     *store.Redis
 	Topology  *topology.Topology
@@ -83,37 +83,37 @@ type Deps struct {
 
 // Console serves the pages; Run samples the queues for them.
 type Console struct {
-	cfg     Config
-	deps    Deps
-	dead    *dlq.Store
-	mux     *http.ServeMux
-	pages   pages
-	samples *sampler
+	cfg      Config
+	backends Backends
+	dead     *dlq.Store
+	mux      *http.ServeMux
+	pages    pages
+	samples  *sampler
 }
 
 // New returns the console. DB, Redis, Topology, Broker and Log are required.
-func New(cfg Config, deps Deps) (*Console, error) {
-	if deps.DB == nil || deps.Redis == nil || deps.Topology == nil || deps.Broker == nil || deps.Log == nil {
+func New(cfg Config, backends Backends) (*Console, error) {
+	if backends.DB == nil || backends.Redis == nil || backends.Topology == nil || backends.Broker == nil || backends.Log == nil {
 		return nil, errors.New("console: DB, Redis, Topology, Broker and Log are required")
 	}
 	cfg.Prefix = strings.TrimSuffix(cfg.Prefix, "/")
 	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, SampleIntervalDefault)
 	cfg.SampleWindow = cmp.Or(cfg.SampleWindow, SampleWindowDefault)
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if backends.Now == nil {
+		backends.Now = time.Now
 	}
-	if deps.Operator == nil {
-		deps.Operator = func(*http.Request) string { return "local" }
+	if backends.Operator == nil {
+		backends.Operator = func(*http.Request) string { return "local" }
 	}
-	if len(deps.CSRFKey) == 0 {
-		deps.CSRFKey = make([]byte, 32)
-		_, _ = rand.Read(deps.CSRFKey) // never fails (crypto/rand)
+	if len(backends.CSRFKey) == 0 {
+		backends.CSRFKey = make([]byte, 32)
+		_, _ = rand.Read(backends.CSRFKey) // never fails (crypto/rand)
 	}
 	pg, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, deps: deps, dead: dlq.NewStore(deps.DB, deps.Topology), mux: http.NewServeMux(), pages: pg}
+	c := &Console{cfg: cfg, backends: backends, dead: dlq.NewStore(backends.DB, backends.Topology), mux: http.NewServeMux(), pages: pg}
 	c.samples = newSampler(c)
 	c.routes()
 	return c, nil
@@ -203,4 +203,4 @@ func (c *Console) Run(ctx context.Context) {
 // path is the console's URL of a page, e.g. path("/dead") = "/admin/dead".
 func (c *Console) path(p string) string { return c.cfg.Prefix + p }
 
-func (c *Console) now() time.Time { return c.deps.Now() }
+func (c *Console) now() time.Time { return c.backends.Now() }

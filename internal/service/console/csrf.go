@@ -36,11 +36,11 @@ func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 		})
 	}
-	return c.sign(nonce, c.deps.Operator(r))
+	return c.sign(nonce, c.backends.Operator(r))
 }
 
 func (c *Console) sign(nonce, operator string) string {
-	m := hmac.New(sha256.New, c.deps.CSRFKey)
+	m := hmac.New(sha256.New, c.backends.CSRFKey)
 	m.Write([]byte(nonce))
 	m.Write([]byte{0})
 	m.Write([]byte(operator))
@@ -60,7 +60,7 @@ func (c *Console) checkCSRF(r *http.Request) error {
 	if err != nil || got == "" {
 		return errorf(http.StatusForbidden, "the form carries no CSRF token or the browser sent no console cookie; reload the page and try again; nothing was done")
 	}
-	want := c.sign(ck.Value, c.deps.Operator(r))
+	want := c.sign(ck.Value, c.backends.Operator(r))
 	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		return errorf(http.StatusForbidden, "the form's CSRF token is not this session's; reload the page and try again; nothing was done")
 	}

@@ -73,7 +73,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) (rendered, er
 	}
 	d := deadListData{
 		Domains: c.dead.Domains(), States: []string{"", string(dlq.StateReplayed), string(dlq.StateAll)}, Filter: f,
-		Entries: page.Entries, CanReplay: c.deps.Publisher != nil, SinceHints: []string{"15m", "1h", "24h", "7d"},
+		Entries: page.Entries, CanReplay: c.backends.Publisher != nil, SinceHints: []string{"15m", "1h", "24h", "7d"},
 	}
 	if !page.Next.IsZero() {
 		d.Next = c.deadURL(f, page.Next.String())
@@ -166,8 +166,8 @@ func (c *Console) deadOne(w http.ResponseWriter, r *http.Request) (rendered, err
 	if err != nil {
 		return rendered{}, err
 	}
-	dom, _ := c.deps.Topology.Domain(ref.Domain)
-	d := deadOneData{Entry: e, MaxRetries: dom.Retry.MaxRetries, CanReplay: c.deps.Publisher != nil}
+	dom, _ := c.backends.Topology.Domain(ref.Domain)
+	d := deadOneData{Entry: e, MaxRetries: dom.Retry.MaxRetries, CanReplay: c.backends.Publisher != nil}
 	d.Headers, d.HeadersRaw = headerRows(e.Headers)
 	for _, h := range d.Headers {
 		switch h[0] {
@@ -245,7 +245,7 @@ type replayResult struct {
 // replay republishes the dead messages the form names (ref=domain/id,
 // repeated), each at most once unless force is set, and shows each result.
 func (c *Console) replay(w http.ResponseWriter, r *http.Request) (rendered, error) {
-	if c.deps.Publisher == nil {
+	if c.backends.Publisher == nil {
 		return rendered{}, errorf(http.StatusServiceUnavailable, "this console has no connection to RabbitMQ to replay with")
 	}
 	raw := r.PostForm["ref"]
@@ -264,11 +264,11 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) (rendered, erro
 		}
 		refs[i] = ref
 	}
-	who := c.deps.Operator(r)
+	who := c.backends.Operator(r)
 	results := make([]replayResult, len(refs))
 	failed := 0
 	for i, ref := range refs {
-		err := c.dead.Replay(r.Context(), c.deps.Publisher, ref, force)
+		err := c.dead.Replay(r.Context(), c.backends.Publisher, ref, force)
 		results[i] = replayResult{Ref: ref, OK: err == nil, Msg: "replayed: sent to " + ref.Domain + "'s main queue"}
 		switch {
 		case errors.Is(err, dlq.ErrAlreadyReplayed):
@@ -281,7 +281,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) (rendered, erro
 		if err != nil {
 			failed++
 		}
-		c.deps.Log.InfoContext(r.Context(), "console: replay", "operator", who, "ref", ref.String(), "force", force, "ok", err == nil, "err", err)
+		c.backends.Log.InfoContext(r.Context(), "console: replay", "operator", who, "ref", ref.String(), "force", force, "ok", err == nil, "err", err)
 	}
 	return rendered{file: "replayed.html", title: "Replay", nav: "dead", data: replayedData{Results: results, Failed: failed}}, nil
 }

@@ -59,7 +59,7 @@ func newFleet(t *testing.T) *fleet {
 	b := setup(t, options{interval: time.Second, probes: []console.Probe{
 		{Name: "api", URL: apiServer.URL + "/healthz"}, {Name: "worker", URL: worker.URL + "/healthz"},
 		{Name: "relay", URL: ""}, {Name: "reconcile", URL: ""},
-	}, deps: func(d *console.Deps) {
+	}, backends: func(d *console.Backends) {
 		dead := dlq.NewStore(d.DB, d.Topology)
 		admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
 		require.NoError(t, err)
@@ -76,7 +76,7 @@ func newFleet(t *testing.T) *fleet {
 		d.Operator = func(r *http.Request) string { p, _ := httpapi.PrincipalFrom(r.Context()); return p.Subject }
 	}})
 	f := &fleet{testBundle: b, api: apiServer}
-	srv, err := httpapi.New(httpapi.Config{JWTSecret: fleetSecret}, httpapi.Deps{
+	srv, err := httpapi.New(httpapi.Config{JWTSecret: fleetSecret}, httpapi.Backends{
 		DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Topology: b.tp,
 		Log: quiet, Registry: prometheus.NewRegistry(), Admin: b.console,
 	})
@@ -126,7 +126,7 @@ func (f *fleet) startBillingConsumer(t *testing.T, ctx context.Context, log *slo
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	require.NoError(t, err)
 	dom, _ := f.tp.Domain(topology.DomainAgentBilling)
-	hd := handlers.Deps{DB: f.db, Redis: f.redis, Ledger: ledger, Usage: usage, Log: log, Topology: f.tp}
+	hd := handlers.Backends{DB: f.db, Redis: f.redis, Ledger: ledger, Usage: usage, Log: log, Topology: f.tp}
 	for _, cons := range handlers.Consumers {
 		if cons.Domain == dom.Name {
 			router.AddConsumerHandler(dom.Name, dom.Queue, sub, messaging.RouterHandler(cons.New(hd, log))).

@@ -44,22 +44,22 @@ const runsShown = 5
 
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request) (rendered, error) {
 	ctx := r.Context()
-	d := jobsData{CanRun: c.deps.Runner != nil}
+	d := jobsData{CanRun: c.backends.Runner != nil}
 	var err error
-	if d.Leader, err = reconcile.CurrentLeader(ctx, c.deps.Redis); err != nil {
+	if d.Leader, err = reconcile.CurrentLeader(ctx, c.backends.Redis); err != nil {
 		d.LeaderErr = err.Error()
 	}
-	names := make([]string, len(c.deps.Jobs))
-	for i, j := range c.deps.Jobs {
+	names := make([]string, len(c.backends.Jobs))
+	for i, j := range c.backends.Jobs {
 		names[i] = j.Job.Name()
 	}
-	runs, err := store.NewJobRuns(c.deps.DB).Last(ctx, runsShown, names...)
+	runs, err := store.NewJobRuns(c.backends.DB).Last(ctx, runsShown, names...)
 	if err != nil {
 		return rendered{}, err
 	}
-	for _, j := range c.deps.Jobs {
+	for _, j := range c.backends.Jobs {
 		row := jobRow{Name: j.Job.Name(), Schedule: j.Schedule, Runs: runs[j.Job.Name()], ByLeader: map[uint64]bool{}}
-		if row.Running, err = reconcile.Running(ctx, c.deps.Redis, row.Name); err != nil {
+		if row.Running, err = reconcile.Running(ctx, c.backends.Redis, row.Name); err != nil {
 			return rendered{}, err
 		}
 		for _, run := range row.Runs {
@@ -94,12 +94,12 @@ type ranData struct {
 // runJob runs a job now, once, under its lock (as `reconcile -once` does):
 // a job running elsewhere is not started again.
 func (c *Console) runJob(w http.ResponseWriter, r *http.Request) (rendered, error) {
-	if c.deps.Runner == nil {
+	if c.backends.Runner == nil {
 		return rendered{}, errorf(http.StatusServiceUnavailable, "this console cannot run jobs")
 	}
 	name := r.PathValue("name")
 	var job reconcile.Job
-	for _, j := range c.deps.Jobs {
+	for _, j := range c.backends.Jobs {
 		if j.Job.Name() == name {
 			job = j.Job
 		}
@@ -107,19 +107,19 @@ func (c *Console) runJob(w http.ResponseWriter, r *http.Request) (rendered, erro
 	if job == nil {
 		return rendered{}, errorf(http.StatusNotFound, "no job %q", name)
 	}
-	who := c.deps.Operator(r)
+	who := c.backends.Operator(r)
 	type outcome struct {
 		res reconcile.Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	began := time.Now()
-	c.deps.Log.InfoContext(r.Context(), "console: run job", "operator", who, "job", name)
+	c.backends.Log.InfoContext(r.Context(), "console: run job", "operator", who, "job", name)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), runTimeout)
 		defer cancel()
-		res, err := c.deps.Runner.Run(ctx, job, "console ("+who+")")
-		c.deps.Log.InfoContext(ctx, "console: job run ended", "operator", who, "job", name, "err", err, "took", time.Since(began))
+		res, err := c.backends.Runner.Run(ctx, job, "console ("+who+")")
+		c.backends.Log.InfoContext(ctx, "console: job run ended", "operator", who, "job", name, "err", err, "took", time.Since(began))
 		done <- outcome{res, err}
 	}()
 	d := ranData{Job: name, Operator: who}

@@ -20,7 +20,7 @@ import (
 
 // withJobs gives the console the real outbox-purge job and a runner.
 func withJobs(o options) options {
-	o.deps = func(d *console.Deps) {
+	o.backends = func(d *console.Backends) {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		d.Jobs = []console.Job{{Job: reconcile.NewOutboxPurge(d.DB, reconcile.OutboxPurgeConfig{}, nil, quiet), Schedule: "@every 1h"}}
 		d.Runner = reconcile.Runner{Redis: d.Redis, Runs: store.NewJobRuns(d.DB), Log: quiet, Owner: "console-test"}

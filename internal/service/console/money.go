@@ -47,7 +47,7 @@ const ledgerRows = 20
 func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error) {
 	ctx := r.Context()
 	d := moneyData{User: strings.TrimSpace(r.URL.Query().Get("user"))}
-	runs, err := store.NewJobRuns(c.deps.DB).Last(ctx, 5, balanceSync)
+	runs, err := store.NewJobRuns(c.backends.DB).Last(ctx, 5, balanceSync)
 	if err != nil {
 		return rendered{}, err
 	}
@@ -60,7 +60,7 @@ func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error
 		return rendered{}, errorf(http.StatusBadRequest, "a username has at most 64 bytes")
 	}
 	d.Asked = true
-	acct, err := store.NewAccounts(c.deps.DB).Get(ctx, d.User)
+	acct, err := store.NewAccounts(c.backends.DB).Get(ctx, d.User)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		out.status = http.StatusNotFound
@@ -69,7 +69,7 @@ func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error
 		return rendered{}, err
 	}
 	d.Account = &acct
-	balances := store.NewBalances(c.deps.DB, c.deps.Redis)
+	balances := store.NewBalances(c.backends.DB, c.backends.Redis)
 	hot, err := balances.Hot(ctx, []string{d.User})
 	if err != nil {
 		d.HotErr = err.Error()
@@ -91,7 +91,7 @@ func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error
 		d.Drifts = !d.Drift.IsZero()
 		d.Behind = d.Hot.EntriesKnown && d.Hot.Entries < acct.HotEntries
 	}
-	if d.Ledger, err = store.NewLedger(c.deps.DB).Recent(ctx, d.User, ledgerRows); err != nil {
+	if d.Ledger, err = store.NewLedger(c.backends.DB).Recent(ctx, d.User, ledgerRows); err != nil {
 		return rendered{}, err
 	}
 	if err := c.deadOf(ctx, &d); err != nil {
@@ -104,7 +104,7 @@ func (c *Console) money(w http.ResponseWriter, r *http.Request) (rendered, error
 // deadOf reads the stored dead billing messages that name d.User (by the
 // subject the DLQ consumer stored), judged as balance-sync judges them.
 func (c *Console) deadOf(ctx context.Context, d *moneyData) error {
-	dead, err := reconcile.NewDeadBilling(c.deps.DB, c.deps.Topology)
+	dead, err := reconcile.NewDeadBilling(c.backends.DB, c.backends.Topology)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ const parkedShown = 200
 // outbox lists the parked outbox rows: rows the relay cannot publish as
 // they are (doc/outbox.md), with why.
 func (c *Console) outbox(w http.ResponseWriter, r *http.Request) (rendered, error) {
-	rows, counts, err := store.ParkedOutbox(r.Context(), c.deps.DB, parkedShown)
+	rows, counts, err := store.ParkedOutbox(r.Context(), c.backends.DB, parkedShown)
 	if err != nil {
 		return rendered{}, err
 	}
@@ -64,12 +64,12 @@ func (c *Console) replayOutbox(w http.ResponseWriter, r *http.Request) (rendered
 	if all {
 		ids = nil
 	}
-	who := c.deps.Operator(r)
-	n, err := store.UnparkOutbox(r.Context(), c.deps.DB, table, ids)
+	who := c.backends.Operator(r)
+	n, err := store.UnparkOutbox(r.Context(), c.backends.DB, table, ids)
 	if err != nil {
 		return rendered{}, err
 	}
-	c.deps.Log.InfoContext(r.Context(), "console: outbox rows replayed", "operator", who, "table", table,
+	c.backends.Log.InfoContext(r.Context(), "console: outbox rows replayed", "operator", who, "table", table,
 		"ids", fmt.Sprint(ids), "all", all, "unparked", n)
 	d := unparkedData{Table: table, Asked: len(ids), All: all, Unparked: n, Operator: who}
 	if !all {

@@ -51,13 +51,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) (rendered, er
 		d.WaitingErr = err.Error()
 	}
 	byDomain := map[string]*domainRow{}
-	for _, dom := range c.deps.Topology.Domains() {
+	for _, dom := range c.backends.Topology.Domains() {
 		d.Domains = append(d.Domains, domainRow{Name: dom.Name, HasDLQ: dom.HasRetry(), Waiting: waiting[dom.Name]})
 	}
 	for i := range d.Domains {
 		byDomain[d.Domains[i].Name] = &d.Domains[i]
 	}
-	for _, q := range c.deps.Topology.Queues() {
+	for _, q := range c.backends.Topology.Queues() {
 		st, found := now.queues[q.Name]
 		row := queueRow{Name: q.Name, Role: q.Role, Stats: st, Found: found}
 		row.Alert = q.Role != topology.RoleMain && st.Messages() > 0

@@ -103,7 +103,7 @@ func (c *Console) action(h func(w http.ResponseWriter, r *http.Request) (rendere
 			return rendered{}, errorf(http.StatusBadRequest, "the form could not be read: %v", err)
 		}
 		if err := c.checkCSRF(r); err != nil {
-			c.deps.Log.WarnContext(r.Context(), "console: action refused", "operator", c.deps.Operator(r), "path", r.URL.Path, "err", err)
+			c.backends.Log.WarnContext(r.Context(), "console: action refused", "operator", c.backends.Operator(r), "path", r.URL.Path, "err", err)
 			return rendered{}, err
 		}
 		return h(w, r)
@@ -116,10 +116,10 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, out rendered) {
 		c.fail(w, r, fmt.Errorf("console: no template %s", out.file))
 		return
 	}
-	v := view{Title: out.title, Nav: out.nav, Prefix: c.cfg.Prefix, Operator: c.deps.Operator(r), CSRF: c.csrfToken(w, r), Now: c.now(), Data: out.data}
+	v := view{Title: out.title, Nav: out.nav, Prefix: c.cfg.Prefix, Operator: c.backends.Operator(r), CSRF: c.csrfToken(w, r), Now: c.now(), Data: out.data}
 	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout.html", v); err != nil {
-		c.deps.Log.ErrorContext(r.Context(), "console: render", "page", out.file, "err", err)
+		c.backends.Log.ErrorContext(r.Context(), "console: render", "page", out.file, "err", err)
 		http.Error(w, "console: the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
@@ -141,7 +141,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if he, ok := errors.AsType[*httpError](err); ok {
 		status, msg = he.status, he.msg
 	} else {
-		c.deps.Log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "err", err)
+		c.backends.Log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "err", err)
 	}
 	c.render(w, r, rendered{file: "error.html", title: http.StatusText(status), data: msg, status: status})
 }

@@ -45,7 +45,7 @@ type sampler struct {
 
 func newSampler(c *Console) *sampler {
 	s := &sampler{c: c, client: &http.Client{Timeout: probeTimeout}}
-	for _, q := range c.deps.Topology.Queues() {
+	for _, q := range c.backends.Topology.Queues() {
 		s.names = append(s.names, q.Name)
 	}
 	return s
@@ -85,7 +85,7 @@ func (s *sampler) current(ctx context.Context) (sample, []sample) {
 // measure reads the broker's queue statistics and checks every dependency
 // and binary, all at once.
 func (s *sampler) measure(ctx context.Context) sample {
-	d := s.c.deps
+	d := s.c.backends
 	checks := []struct {
 		name string
 		fn   func(context.Context) error

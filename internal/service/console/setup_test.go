@@ -44,7 +44,7 @@ type testBundle struct {
 type options struct {
 	probes   []console.Probe
 	interval time.Duration // the sample interval; default 100 ms, so that each page samples anew
-	deps     func(*console.Deps)
+	backends func(*console.Backends)
 }
 
 func setup(t *testing.T, o options) *testBundle {
@@ -61,7 +61,7 @@ func setup(t *testing.T, o options) *testBundle {
 	admin, err := rabbitadmin.New(storetest.ManagementURL(), "/")
 	require.NoError(t, err)
 	b := &testBundle{db: storetest.MySQL(t), redis: storetest.Redis(t), tp: tp, conn: conn, pub: pub, logs: logs}
-	deps := console.Deps{
+	backends := console.Backends{
 		DB: b.db, Redis: b.redis, Topology: tp, Broker: admin, Publisher: pub, Probes: o.probes, Log: log,
 		Operator: func(r *http.Request) string {
 			if who := r.Header.Get("X-Test-Operator"); who != "" {
@@ -70,10 +70,10 @@ func setup(t *testing.T, o options) *testBundle {
 			return "alice"
 		},
 	}
-	if o.deps != nil {
-		o.deps(&deps)
+	if o.backends != nil {
+		o.backends(&backends)
 	}
-	b.console, err = console.New(console.Config{Prefix: "/admin", SampleInterval: cmp.Or(o.interval, 100*time.Millisecond)}, deps)
+	b.console, err = console.New(console.Config{Prefix: "/admin", SampleInterval: cmp.Or(o.interval, 100*time.Millisecond)}, backends)
 	require.NoError(t, err)
 	b.srv = httptest.NewServer(b.console)
 	t.Cleanup(b.srv.Close)

@@ -45,7 +45,7 @@ func (s *Server) accountID(ctx context.Context, username string) (int64, error) 
 	if id, ok := s.accounts.get(username); ok {
 		return id, nil
 	}
-	u, err := store.NewAccounts(s.deps.DB).Get(ctx, username)
+	u, err := store.NewAccounts(s.backends.DB).Get(ctx, username)
 	switch {
 	case isNotFound(err):
 		return 0, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no account for " + username,

@@ -33,16 +33,16 @@ func (s *Server) consoleAction(path string) Route {
 
 // admin serves the console the API was built with.
 func (s *Server) admin(w http.ResponseWriter, r *http.Request) error {
-	if s.deps.Admin == nil {
+	if s.backends.Admin == nil {
 		return Errorf(http.StatusNotFound, CodeNotFound, "the operator console is not served here")
 	}
-	s.deps.Admin.ServeHTTP(w, r)
+	s.backends.Admin.ServeHTTP(w, r)
 	return nil
 }
 
 // adminLoginForm shows the login form.
 func (s *Server) adminLoginForm(w http.ResponseWriter, r *http.Request) error {
-	if s.deps.Admin == nil {
+	if s.backends.Admin == nil {
 		return Errorf(http.StatusNotFound, CodeNotFound, "the operator console is not served here")
 	}
 	return loginPage(w, http.StatusOK, r.URL.Query().Get("next"), "")
@@ -51,7 +51,7 @@ func (s *Server) adminLoginForm(w http.ResponseWriter, r *http.Request) error {
 // adminLogin checks the token the form carries, as a bearer token of the
 // admin role (a banned admin is refused), and keeps it in the cookie.
 func (s *Server) adminLogin(w http.ResponseWriter, r *http.Request) error {
-	if s.deps.Admin == nil {
+	if s.backends.Admin == nil {
 		return Errorf(http.StatusNotFound, CodeNotFound, "the operator console is not served here")
 	}
 	if err := r.ParseForm(); err != nil {
@@ -62,14 +62,14 @@ func (s *Server) adminLogin(w http.ResponseWriter, r *http.Request) error {
 	r.Header.Set("Authorization", "Bearer "+token)
 	p, err := s.authenticate(r, []Role{RoleAdmin})
 	if e, ok := errors.AsType[*Error](err); ok {
-		s.deps.Log.WarnContext(r.Context(), "console login refused", "status", e.Status, "why", e.Message)
+		s.backends.Log.WarnContext(r.Context(), "console login refused", "status", e.Status, "why", e.Message)
 		return loginPage(w, e.Status, next, e.Message)
 	}
 	if err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{Name: AdminCookie, Value: token, Path: adminPath, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
-	s.deps.Log.InfoContext(r.Context(), "console login", "sub", p.Subject)
+	s.backends.Log.InfoContext(r.Context(), "console login", "sub", p.Subject)
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 	return nil
 }

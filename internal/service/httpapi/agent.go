@@ -86,7 +86,7 @@ func (s *Server) agentUsage(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	ch, err := s.deps.Billing.Charge(r.Context(), req.charge())
+	ch, err := s.backends.Billing.Charge(r.Context(), req.charge())
 	if err != nil {
 		return chargeRefusal(req, ch, err)
 	}
@@ -215,10 +215,10 @@ func (s *Server) deferCharges(r *http.Request, ds []deferred, err error) {
 	oerr := s.outboxCharges(r, ds)
 	for _, d := range ds {
 		if oerr != nil {
-			s.deps.Log.ErrorContext(r.Context(), "charge recorded in Redis only: its messages could not be published nor written to the outbox; balance-sync will apply it",
+			s.backends.Log.ErrorContext(r.Context(), "charge recorded in Redis only: its messages could not be published nor written to the outbox; balance-sync will apply it",
 				"user", d.req.Username, "deduction", d.req.RequestID, "err", err, "outbox_err", oerr)
 		} else {
-			s.deps.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and wait in the outbox for the relay",
+			s.backends.Log.WarnContext(r.Context(), "charge recorded; its messages could not be published and wait in the outbox for the relay",
 				"user", d.req.Username, "deduction", d.req.RequestID, "err", err)
 		}
 	}
@@ -230,8 +230,8 @@ func (s *Server) deferCharges(r *http.Request, ds []deferred, err error) {
 // each once whichever way it comes (by request id, and by deduction id in
 // the ledger), also when a publish that seemed to fail had arrived.
 func (s *Server) outboxCharges(r *http.Request, ds []deferred) error {
-	usageDom, ok1 := s.deps.Topology.Domain(topology.DomainAgentUsageStats)
-	deductDom, ok2 := s.deps.Topology.Domain(topology.DomainAgentBilling)
+	usageDom, ok1 := s.backends.Topology.Domain(topology.DomainAgentUsageStats)
+	deductDom, ok2 := s.backends.Topology.Domain(topology.DomainAgentBilling)
 	if !ok1 || !ok2 {
 		return errors.New("the topology has no agent billing domains")
 	}
@@ -242,7 +242,7 @@ func (s *Server) outboxCharges(r *http.Request, ds []deferred) error {
 			store.OutboxEntry{Domain: usageDom, Msg: d.usage, Key: d.req.usageMessageID(), TraceID: trace},
 			store.OutboxEntry{Domain: deductDom, Msg: deductMessage(d.req, d.ch), Key: d.req.deductMessageID(), TraceID: trace})
 	}
-	return store.Enqueue(r.Context(), s.deps.DB, entries)
+	return store.Enqueue(r.Context(), s.backends.DB, entries)
 }
 
 type chargeAnswer struct {
@@ -265,14 +265,14 @@ type balanceAnswer struct {
 // its way to MySQL.
 func (s *Server) agentBalance(w http.ResponseWriter, r *http.Request) error {
 	p, _ := PrincipalFrom(r.Context())
-	bal, err := s.deps.Billing.Balance(r.Context(), p.Subject)
+	bal, err := s.backends.Billing.Balance(r.Context(), p.Subject)
 	switch {
 	case errors.Is(err, billing.ErrUnknownUser):
 		return Errorf(http.StatusNotFound, CodeNotFound, "no account for %s", p.Subject)
 	case err != nil:
 		return Unavailable("balance", err)
 	}
-	pending, err := s.deps.Billing.Pending(r.Context(), p.Subject)
+	pending, err := s.backends.Billing.Pending(r.Context(), p.Subject)
 	if err != nil {
 		return Unavailable("balance", err)
 	}

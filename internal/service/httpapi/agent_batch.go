@@ -71,7 +71,7 @@ func (s *Server) agentUsageBatch(w http.ResponseWriter, r *http.Request) error {
 		reqs = append(reqs, item.charge())
 		at = append(at, i)
 	}
-	charges := s.deps.Billing.ChargeAll(r.Context(), reqs)
+	charges := s.backends.Billing.ChargeAll(r.Context(), reqs)
 	var pubs []messaging.Publication
 	type sent struct { // a charged item, in order, and how many of pubs are its messages
 		at, pubs int
@@ -129,7 +129,7 @@ func (s *Server) usageBatchMax() int { return cmp.Or(s.cfg.UsageBatchMax, UsageB
 // awaited; without a publisher each fails.
 func (s *Server) publishAll(r *http.Request, pubs []messaging.Publication) []error {
 	errs := make([]error, len(pubs))
-	if s.deps.Publisher == nil {
+	if s.backends.Publisher == nil {
 		for i := range errs {
 			errs[i] = errors.New("no publisher")
 		}
@@ -139,7 +139,7 @@ func (s *Server) publishAll(r *http.Request, pubs []messaging.Publication) []err
 	for i := range pubs {
 		pubs[i].TraceID = cmp.Or(pubs[i].TraceID, trace)
 	}
-	return s.deps.Publisher.PublishAll(r.Context(), pubs)
+	return s.backends.Publisher.PublishAll(r.Context(), pubs)
 }
 
 // failedItem is the result of an item the single endpoint would have

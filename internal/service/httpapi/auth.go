@@ -171,7 +171,7 @@ func (s *Server) authenticate(r *http.Request, roles []Role) (Principal, error) 
 	st, err := s.bans.bans.State(banCtx, p.Subject)
 	if err != nil {
 		s.metrics.banFailOpen.Inc()
-		s.deps.Log.WarnContext(ctx, "ban check failed; letting the request through", "sub", p.Subject, "err", err)
+		s.backends.Log.WarnContext(ctx, "ban check failed; letting the request through", "sub", p.Subject, "err", err)
 		return p, nil
 	}
 	banned := st.Banned

@@ -129,7 +129,7 @@ func (s *Server) WatchBans(ctx context.Context) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, max(s.cfg.BanCheckInterval, 10*time.Second))
 		if err := s.bans.check(cctx); err != nil && ctx.Err() == nil {
-			s.deps.Log.WarnContext(ctx, "ban list check failed; retrying at the next interval", "err", err)
+			s.backends.Log.WarnContext(ctx, "ban list check failed; retrying at the next interval", "err", err)
 		}
 		cancel()
 	}

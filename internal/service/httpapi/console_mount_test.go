@@ -21,7 +21,7 @@ import (
 func consoleServer(t *testing.T, admin http.Handler) (*httptest.Server, *testBundle) {
 	t.Helper()
 	db, r := storetest.MySQL(t), storetest.Redis(t)
-	srv, err := httpapi.New(httpapi.Config{JWTSecret: secret}, httpapi.Deps{DB: db, Redis: r, Billing: billing.New(db, r),
+	srv, err := httpapi.New(httpapi.Config{JWTSecret: secret}, httpapi.Backends{DB: db, Redis: r, Billing: billing.New(db, r),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(), Admin: admin})
 	require.NoError(t, err)
 	h := httptest.NewServer(srv)

@@ -10,5 +10,5 @@
 // handler that returns an error; the platform turns errors into the model
 // {"error":{"code","message"}} with the right status. routes.go lists every
 // one. The domain services the handlers call (billing) come in through
-// Deps, built by cmd/api.
+// Backends, built by cmd/api.
 package httpapi

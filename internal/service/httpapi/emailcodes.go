@@ -51,7 +51,7 @@ func (s *Server) sendEmailCode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	codes := store.NewEmailCodes(s.deps.Redis, s.cfg.CodePepper)
+	codes := store.NewEmailCodes(s.backends.Redis, s.cfg.CodePepper)
 	code, err := codes.Issue(r.Context(), req.Scene, req.Email, s.limitAddress(r))
 	var lim *store.ErrCodeLimited
 	switch {
@@ -70,7 +70,7 @@ func (s *Server) sendEmailCode(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 		defer cancel()
 		if cerr := codes.Cancel(ctx, req.Scene, req.Email); cerr != nil {
-			s.deps.Log.WarnContext(r.Context(), "an unsent email code could not be withdrawn", "err", cerr)
+			s.backends.Log.WarnContext(r.Context(), "an unsent email code could not be withdrawn", "err", cerr)
 		}
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) verifyEmailCode(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Code) != 6 || !digitsOnly(req.Code) {
 		return BadRequest("code: 6 digits")
 	}
-	left, err := store.NewEmailCodes(s.deps.Redis, s.cfg.CodePepper).Check(r.Context(), req.Scene, req.Email, req.Code)
+	left, err := store.NewEmailCodes(s.backends.Redis, s.cfg.CodePepper).Check(r.Context(), req.Scene, req.Email, req.Code)
 	switch {
 	case errors.Is(err, store.ErrCodeWrong):
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "wrong code",

@@ -97,7 +97,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := store.NewScores(s.deps.DB, s.deps.Redis).StartSession(r.Context(), gameID, userID)
+	sess, err := store.NewScores(s.backends.DB, s.backends.Redis).StartSession(r.Context(), gameID, userID)
 	if err != nil {
 		return Unavailable("game sessions", err)
 	}
@@ -134,7 +134,7 @@ func (s *Server) leaderboard(w http.ResponseWriter, r *http.Request) error {
 	}
 	captcha := s.over(r, Limit{Name: "leaderboard-refresh", Kind: FixedWindow, Family: keys.LeaderboardRefresh,
 		Max: leaderboardRefreshFree, Per: keys.ScoreRateWindow, Key: perPlayer(gameID, userID)})
-	entries, rebuilt, err := store.NewScores(s.deps.DB, s.deps.Redis).Leaderboard(r.Context(), gameID, limit)
+	entries, rebuilt, err := store.NewScores(s.backends.DB, s.backends.Redis).Leaderboard(r.Context(), gameID, limit)
 	switch {
 	case errors.Is(err, game.ErrScoreInvalid): // the game was checked: not the client's fault
 		return err
@@ -142,7 +142,7 @@ func (s *Server) leaderboard(w http.ResponseWriter, r *http.Request) error {
 		return Unavailable("leaderboard", err)
 	}
 	if rebuilt {
-		s.deps.Log.InfoContext(r.Context(), "leaderboard rebuilt from MySQL", "game", gameID, "entries", len(entries))
+		s.backends.Log.InfoContext(r.Context(), "leaderboard rebuilt from MySQL", "game", gameID, "entries", len(entries))
 	}
 	if entries == nil {
 		entries = []store.LeaderboardEntry{}

@@ -64,11 +64,11 @@ func (s *Server) identityResult(w http.ResponseWriter, r *http.Request) error {
 	if err := s.limit(r, identityResultLimit(req.Username)); err != nil {
 		return err
 	}
-	if s.deps.Topology == nil {
+	if s.backends.Topology == nil {
 		return Unavailable("identity", errors.New("no topology"))
 	}
-	d, _ := s.deps.Topology.Domain(topology.DomainIdentityMaterial)
-	rec, err := store.NewIdentities(s.deps.DB, s.deps.Redis).Record(r.Context(), d, store.VerificationResult{
+	d, _ := s.backends.Topology.Domain(topology.DomainIdentityMaterial)
+	rec, err := store.NewIdentities(s.backends.DB, s.backends.Redis).Record(r.Context(), d, store.VerificationResult{
 		Username: req.Username, CertifyID: certifyID, Passed: req.Status == store.IdentityPassed,
 		MaterialInfo: req.MaterialInfo, TraceID: correlation.RequestID(r.Context()),
 	})
@@ -81,7 +81,7 @@ func (s *Server) identityResult(w http.ResponseWriter, r *http.Request) error {
 	case err != nil && rec.Row.ID == 0:
 		return Unavailable("identity", err)
 	case err != nil: // recorded; only the status cache failed, and it expires
-		s.deps.Log.WarnContext(r.Context(), "identity result recorded; its cached status was not updated", "err", err)
+		s.backends.Log.WarnContext(r.Context(), "identity result recorded; its cached status was not updated", "err", err)
 	}
 	return JSON(w, http.StatusOK, identityAnswer{CertifyID: certifyID, Username: req.Username, Status: rec.Row.Status,
 		MaterialQueued: rec.Row.Status == store.IdentityPassed && rec.Enqueued.MessageID != ""})
@@ -91,7 +91,7 @@ func (s *Server) identityResult(w http.ResponseWriter, r *http.Request) error {
 // verification, from the hour-long cache of doc/keys.md or MySQL.
 func (s *Server) identityStatus(w http.ResponseWriter, r *http.Request) error {
 	p, _ := PrincipalFrom(r.Context())
-	ok, err := store.NewIdentities(s.deps.DB, s.deps.Redis).Verified(r.Context(), p.Subject)
+	ok, err := store.NewIdentities(s.backends.DB, s.backends.Redis).Verified(r.Context(), p.Subject)
 	if err != nil {
 		return Unavailable("identity", err)
 	}

@@ -80,15 +80,15 @@ func (s *Server) over(r *http.Request, l Limit) bool {
 // take counts the request against l and says whether l allows it, and
 // when not, how long until it would, and what it counted (nil for
 // nothing). A limit that cannot reach Redis allows it (fail-open, logged
-// and counted). The windows run on the server's clock (Deps.Now).
+// and counted). The windows run on the server's clock (Backends.Now).
 func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Duration, c *counted) {
 	p, _ := PrincipalFrom(r.Context())
 	values, ok := l.Key(r, p)
 	if !ok {
 		return true, 0, nil
 	}
-	key := s.deps.Redis.Keys().Key(l.Family, values...)
-	client := s.deps.Redis.Client(l.Family.DB)
+	key := s.backends.Redis.Keys().Key(l.Family, values...)
+	client := s.backends.Redis.Client(l.Family.DB)
 	ctx, cancel := context.WithTimeout(r.Context(), limitTimeout)
 	defer cancel()
 	c = &counted{limit: l, key: key}
@@ -110,7 +110,7 @@ func (s *Server) take(r *http.Request, l Limit) (allowed bool, retry time.Durati
 	}
 	if err != nil {
 		s.metrics.limitFailOps.Inc()
-		s.deps.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
+		s.backends.Log.WarnContext(ctx, "rate limit unavailable; letting the request through", "limit", l.Name, "err", err)
 		return true, 0, nil
 	}
 	return allowed, retry, c
@@ -129,9 +129,9 @@ func (s *Server) giveBack(r *http.Request, counts []*counted) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), limitTimeout)
 	defer cancel()
 	for _, c := range counts {
-		client := s.deps.Redis.Client(c.limit.Family.DB)
+		client := s.backends.Redis.Client(c.limit.Family.DB)
 		if _, err := ratelimit.GiveBackWindow(ctx, client, c.key, c.window, s.now()); err != nil {
-			s.deps.Log.WarnContext(ctx, "a refused request's count could not be given back", "limit", c.limit.Name, "err", err)
+			s.backends.Log.WarnContext(ctx, "a refused request's count could not be given back", "limit", c.limit.Name, "err", err)
 		}
 	}
 }

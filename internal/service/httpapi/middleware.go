@@ -62,7 +62,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.deps.Log.ErrorContext(r.Context(), "handler panicked", "panic", v, "stack", string(debug.Stack()))
+				s.backends.Log.ErrorContext(r.Context(), "handler panicked", "panic", v, "stack", string(debug.Stack()))
 				writeError(w, Errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
 			}
 		}()
@@ -148,7 +148,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if caller.set {
 			attrs = append(attrs, "sub", caller.p.Subject, "role", caller.p.Role)
 		}
-		s.deps.Log.InfoContext(r.Context(), "http request", attrs...)
+		s.backends.Log.InfoContext(r.Context(), "http request", attrs...)
 	})
 }
 

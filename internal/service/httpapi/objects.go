@@ -97,7 +97,7 @@ func contentPath(id uint64) string { return "/v1/objects/" + strconv.FormatUint(
 // the kind's types, by its first bytes; that type is the one stored. A
 // refused upload stores nothing.
 func (s *Server) uploadObject(w http.ResponseWriter, r *http.Request) error {
-	if s.deps.Objects == nil {
+	if s.backends.Objects == nil {
 		return Unavailable("objects", errors.New("no object store"))
 	}
 	p, _ := PrincipalFrom(r.Context())
@@ -144,7 +144,7 @@ func (s *Server) uploadObject(w http.ResponseWriter, r *http.Request) error {
 		return BadRequest("name: %q ends in an extension that is not one of %s's (%s), which the body is",
 			name, contentType, strings.Join(images.Extensions(contentType), ", "))
 	}
-	info, err := objstore.WithMaxSize(s.deps.Objects, limit).Put(r.Context(), key, body, r.ContentLength, contentType)
+	info, err := objstore.WithMaxSize(s.backends.Objects, limit).Put(r.Context(), key, body, r.ContentLength, contentType)
 	switch {
 	case errors.Is(err, objstore.ErrTooLarge):
 		return tooLarge(kind, limit)
@@ -155,14 +155,14 @@ func (s *Server) uploadObject(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return uploadReadError(kind, limit, err)
 	}
-	obj, err := store.NewObjects(s.deps.DB).Create(r.Context(), store.StoredObject{
+	obj, err := store.NewObjects(s.backends.DB).Create(r.Context(), store.StoredObject{
 		OwnerUsername: p.Subject, Kind: kind, ObjectKey: key, ContentType: contentType,
-		SizeBytes: info.Size, SHA256: info.SHA256, SourceURL: s.deps.Objects.URL(key),
+		SizeBytes: info.Size, SHA256: info.SHA256, SourceURL: s.backends.Objects.URL(key),
 	}, correlation.RequestID(r.Context()))
 	if err != nil {
 		// No row points at the object: take it back, so nothing is left.
-		if derr := s.deps.Objects.Delete(r.Context(), key); derr != nil {
-			s.deps.Log.WarnContext(r.Context(), "an upload's row failed and its object could not be deleted", "key", key, "err", derr)
+		if derr := s.backends.Objects.Delete(r.Context(), key); derr != nil {
+			s.backends.Log.WarnContext(r.Context(), "an upload's row failed and its object could not be deleted", "key", key, "err", derr)
 		}
 		return Unavailable("objects", err)
 	}
@@ -213,7 +213,7 @@ func (s *Server) ownedObject(r *http.Request) (store.ObjectState, error) {
 	if err != nil {
 		return store.ObjectState{}, Errorf(http.StatusNotFound, CodeNotFound, "no object %q", chi.URLParam(r, "id"))
 	}
-	st, err := store.NewObjects(s.deps.DB).Get(r.Context(), id)
+	st, err := store.NewObjects(s.backends.DB).Get(r.Context(), id)
 	p, _ := PrincipalFrom(r.Context())
 	switch {
 	case errors.Is(err, store.ErrNotFound), err == nil && st.OwnerUsername != p.Subject && p.Role != RoleAdmin:

@@ -23,7 +23,7 @@ func (s *Server) objectContent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if s.deps.Objects == nil {
+	if s.backends.Objects == nil {
 		return Unavailable("objects", errors.New("no object store"))
 	}
 	etag := `"` + st.SHA256 + `"`
@@ -34,10 +34,10 @@ func (s *Server) objectContent(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	rc, info, err := s.deps.Objects.Get(r.Context(), st.ObjectKey)
+	rc, info, err := s.backends.Objects.Get(r.Context(), st.ObjectKey)
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
-		s.deps.Log.WarnContext(r.Context(), "an object's row has no object in the source store", "object", st.ID, "key", st.ObjectKey)
+		s.backends.Log.WarnContext(r.Context(), "an object's row has no object in the source store", "object", st.ID, "key", st.ObjectKey)
 		return Errorf(http.StatusNotFound, CodeNotFound, "object %d: its content is gone", st.ID)
 	case err != nil:
 		return Unavailable("objects", err)
@@ -52,7 +52,7 @@ func (s *Server) objectContent(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
 		// The status is sent: the client sees a body shorter than its length.
-		s.deps.Log.WarnContext(r.Context(), "an object's download broke off", "object", st.ID, "err", err)
+		s.backends.Log.WarnContext(r.Context(), "an object's download broke off", "object", st.ID, "err", err)
 	}
 	return nil
 }

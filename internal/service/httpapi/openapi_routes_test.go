@@ -72,12 +72,12 @@ func conformanceSetup(t *testing.T, withConsole bool) (*testBundle, *conformance
 	b.objDir = t.TempDir()
 	b.objects, err = objstore.Open("file://"+b.objDir, objstore.Options{})
 	require.NoError(t, err)
-	deps := httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
+	backends := httpapi.Backends{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
 		Topology: tp, Objects: b.objects, Alipay: payKeys(t).alipay, Wechat: payKeys(t).wechat}
 	if withConsole {
 		broker, err := rabbitadmin.New(storetest.ManagementURL(), "/")
 		require.NoError(t, err)
-		deps.Admin, err = console.New(console.Config{Prefix: "/admin"}, console.Deps{
+		backends.Admin, err = console.New(console.Config{Prefix: "/admin"}, console.Backends{
 			DB: b.db, Redis: b.redis, Topology: tp, Broker: broker, Publisher: b.pub, Log: log,
 			Jobs:   []console.Job{{Job: reconcile.NewOutboxPurge(b.db, reconcile.OutboxPurgeConfig{}, nil, log), Schedule: "@every 1h"}},
 			Runner: reconcile.Runner{Redis: b.redis, Runs: store.NewJobRuns(b.db), Log: log, Owner: "openapi-test"},
@@ -88,7 +88,7 @@ func conformanceSetup(t *testing.T, withConsole bool) (*testBundle, *conformance
 		})
 		require.NoError(t, err)
 	}
-	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, BanCheckInterval: banPeriod}, deps)
+	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, BanCheckInterval: banPeriod}, backends)
 	require.NoError(t, err)
 	c := newConformance(t, b.srv)
 	b.http = httptest.NewServer(c.wrap(b.srv))

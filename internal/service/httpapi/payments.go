@@ -58,7 +58,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	p, _ := PrincipalFrom(r.Context())
-	o, err := store.NewOrders(s.deps.DB, s.deps.Redis).Create(r.Context(), order.New{Username: p.Subject, Product: req.Product,
+	o, err := store.NewOrders(s.backends.DB, s.backends.Redis).Create(r.Context(), order.New{Username: p.Subject, Product: req.Product,
 		AmountFen: req.AmountFen, Channel: req.Channel, ReceiptEmail: req.ReceiptEmail})
 	var active *store.ErrActiveOrder
 	switch {
@@ -73,7 +73,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	case err != nil && o.OutTradeNo != "":
 		// The order exists; only its Redis keys are missing, and MySQL
 		// still enforces one active order.
-		s.deps.Log.WarnContext(r.Context(), "order created without its lifecycle keys", "outTradeNo", o.OutTradeNo, "err", err)
+		s.backends.Log.WarnContext(r.Context(), "order created without its lifecycle keys", "outTradeNo", o.OutTradeNo, "err", err)
 	case err != nil:
 		return Unavailable("payment orders", err)
 	}
@@ -90,7 +90,7 @@ func invalidReason(err error) string {
 // does not exist.
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	no := chi.URLParam(r, "outTradeNo")
-	o, err := store.NewOrders(s.deps.DB, s.deps.Redis).Get(r.Context(), no)
+	o, err := store.NewOrders(s.backends.DB, s.backends.Redis).Get(r.Context(), no)
 	p, _ := PrincipalFrom(r.Context())
 	switch {
 	case errors.Is(err, store.ErrNotFound), err == nil && o.Username != p.Subject && p.Role != RoleAdmin:

@@ -35,7 +35,7 @@ func (s *Server) judge(r *http.Request, n paynotify.Notice, verr error) (notifyV
 	case verr != nil:
 		return notifyRefuse, verr.Error()
 	}
-	order, err := store.NewOrders(s.deps.DB, s.deps.Redis).Get(r.Context(), n.OutTradeNo)
+	order, err := store.NewOrders(s.backends.DB, s.backends.Redis).Get(r.Context(), n.OutTradeNo)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notifyRefuse, "no order " + n.OutTradeNo
@@ -79,26 +79,26 @@ func (s *Server) alipayNotify(w http.ResponseWriter, r *http.Request) error {
 		_, err := io.WriteString(w, "fail")
 		return err
 	}
-	if s.deps.Alipay == nil {
-		s.deps.Log.ErrorContext(r.Context(), "an Alipay callback came and Alipay is not configured (PAYMENT_ALIPAY_*)")
+	if s.backends.Alipay == nil {
+		s.backends.Log.ErrorContext(r.Context(), "an Alipay callback came and Alipay is not configured (PAYMENT_ALIPAY_*)")
 		return answer(false)
 	}
 	if err := r.ParseForm(); err != nil {
-		s.deps.Log.WarnContext(r.Context(), "Alipay callback refused", "reason", err)
+		s.backends.Log.WarnContext(r.Context(), "Alipay callback refused", "reason", err)
 		return answer(false)
 	}
-	an, verr := s.deps.Alipay.VerifyAlipay(r.PostForm)
+	an, verr := s.backends.Alipay.VerifyAlipay(r.PostForm)
 	n := an.Notice()
 	verdict, why := s.judge(r, n, verr)
 	switch verdict {
 	case notifyIgnore:
 		return answer(true)
 	case notifyRefuse:
-		s.deps.Log.WarnContext(r.Context(), "Alipay callback refused", "out_trade_no", n.OutTradeNo, "reason", why)
+		s.backends.Log.WarnContext(r.Context(), "Alipay callback refused", "out_trade_no", n.OutTradeNo, "reason", why)
 		return answer(false)
 	}
 	if err := s.publishNotice(r, n); err != nil {
-		s.deps.Log.WarnContext(r.Context(), "Alipay callback not published; Alipay will resend", "out_trade_no", n.OutTradeNo, "err", err)
+		s.backends.Log.WarnContext(r.Context(), "Alipay callback not published; Alipay will resend", "out_trade_no", n.OutTradeNo, "err", err)
 		return answer(false)
 	}
 	return answer(true)
@@ -113,15 +113,15 @@ func (s *Server) wechatNotify(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, status, map[string]string{"code": "FAIL", "message": msg})
 		return nil
 	}
-	if s.deps.Wechat == nil {
-		s.deps.Log.ErrorContext(r.Context(), "a WeChat Pay callback came and WeChat Pay is not configured (PAYMENT_WECHAT_*)")
+	if s.backends.Wechat == nil {
+		s.backends.Log.ErrorContext(r.Context(), "a WeChat Pay callback came and WeChat Pay is not configured (PAYMENT_WECHAT_*)")
 		return fail(http.StatusServiceUnavailable, "not configured")
 	}
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
 		return fail(http.StatusRequestEntityTooLarge, "body too large or unreadable")
 	}
-	wn, verr := s.deps.Wechat.VerifyWechat(r.Header, raw, s.now())
+	wn, verr := s.backends.Wechat.VerifyWechat(r.Header, raw, s.now())
 	n := wn.Notice()
 	verdict, why := s.judge(r, n, verr)
 	switch verdict {
@@ -129,7 +129,7 @@ func (s *Server) wechatNotify(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	case notifyRefuse:
-		s.deps.Log.WarnContext(r.Context(), "WeChat Pay callback refused", "out_trade_no", n.OutTradeNo, "reason", why)
+		s.backends.Log.WarnContext(r.Context(), "WeChat Pay callback refused", "out_trade_no", n.OutTradeNo, "reason", why)
 		switch {
 		case errors.Is(verr, paynotify.ErrDecrypt):
 			return fail(http.StatusInternalServerError, "cannot decrypt")
@@ -139,7 +139,7 @@ func (s *Server) wechatNotify(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "refused")
 	}
 	if err := s.publishNotice(r, n); err != nil {
-		s.deps.Log.WarnContext(r.Context(), "WeChat Pay callback not published; WeChat will resend", "out_trade_no", n.OutTradeNo, "err", err)
+		s.backends.Log.WarnContext(r.Context(), "WeChat Pay callback not published; WeChat will resend", "out_trade_no", n.OutTradeNo, "err", err)
 		return fail(http.StatusServiceUnavailable, "try again")
 	}
 	w.WriteHeader(http.StatusNoContent)

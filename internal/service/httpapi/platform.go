@@ -23,7 +23,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 // for the operator's scraper, which cmd/api serves them to on its
 // operations address.
 func (s *Server) serveMetrics() HandlerFunc {
-	h := promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{Registry: s.deps.Registry})
+	h := promhttp.HandlerFor(s.backends.Registry, promhttp.HandlerOpts{Registry: s.backends.Registry})
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.cfg.PublicMetrics {
 			return Errorf(http.StatusNotFound, CodeNotFound, "no route %s: metrics are served on the operations address", r.URL.Path)
@@ -44,11 +44,11 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 // naming the ones that do not.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	checks := map[string]func(context.Context) error{
-		"mysql": func(ctx context.Context) error { return store.PingMySQL(ctx, s.deps.DB) },
-		"redis": s.deps.Redis.Ping,
+		"mysql": func(ctx context.Context) error { return store.PingMySQL(ctx, s.backends.DB) },
+		"redis": s.backends.Redis.Ping,
 	}
-	if s.deps.Publisher != nil {
-		checks["rabbitmq"] = s.deps.Publisher.Ping
+	if s.backends.Publisher != nil {
+		checks["rabbitmq"] = s.backends.Publisher.Ping
 	}
 	type result struct {
 		name string
@@ -83,7 +83,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
 	p, _ := PrincipalFrom(r.Context())
 	out := map[string]any{"subject": p.Subject, "role": p.Role, "account": nil}
 	if p.Role == RoleUser {
-		u, err := store.NewAccounts(s.deps.DB).Get(r.Context(), p.Subject)
+		u, err := store.NewAccounts(s.backends.DB).Get(r.Context(), p.Subject)
 		switch {
 		case err == nil:
 			acct := map[string]any{"username": u.Username, "balanceFen": u.BalanceFen.StringFixed(store.MoneyScale), "proExpireAt": u.ProExpireAt}

@@ -15,13 +15,13 @@ import (
 // confirm within RABBITMQ_PUBLISH_TIMEOUT is a 503: the client retries, and
 // nothing was silently dropped.
 func (s *Server) Publish(r *http.Request, m topology.Message, o messaging.Options) error {
-	if s.deps.Publisher == nil {
+	if s.backends.Publisher == nil {
 		return Unavailable("publish", errors.New("no publisher"))
 	}
 	if o.TraceID == "" {
 		o.TraceID = correlation.RequestID(r.Context())
 	}
-	err := s.deps.Publisher.Publish(r.Context(), m, o)
+	err := s.backends.Publisher.Publish(r.Context(), m, o)
 	var fe *topology.FieldError
 	switch {
 	case err == nil:

@@ -40,11 +40,11 @@ func (s *Server) checkReplay(r *http.Request) error {
 	if p, ok := PrincipalFrom(ctx); ok {
 		principal = p.Subject
 	}
-	key := s.deps.Redis.Keys().Key(keys.ReplayNonce, principal, r.Method, r.URL.Path, nonce)
+	key := s.backends.Redis.Keys().Key(keys.ReplayNonce, principal, r.Method, r.URL.Path, nonce)
 	// The nonce is remembered while its timestamp is still acceptable: 5
 	// minutes, or longer for a client clock that runs ahead.
 	ttl := max(at.Add(keys.ReplayNonceTTL).Sub(s.now()), keys.ReplayNonceTTL)
-	fresh, err := s.deps.Redis.Client(keys.ReplayNonce.DB).SetNX(ctx, key, strconv.FormatInt(ts, 10), ttl).Result()
+	fresh, err := s.backends.Redis.Client(keys.ReplayNonce.DB).SetNX(ctx, key, strconv.FormatInt(ts, 10), ttl).Result()
 	if err != nil {
 		return Unavailable("replay check", err)
 	}

@@ -151,7 +151,7 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 		Max: s.cfg.ScoreSubmitPerMinute, Per: keys.ScoreRateWindow, Key: perPlayer(gameID, userID)}); err != nil {
 		return err
 	}
-	scores := store.NewScores(s.deps.DB, s.deps.Redis)
+	scores := store.NewScores(s.backends.DB, s.backends.Redis)
 	sess, err := scores.Session(r.Context(), gameID, userID, run.SessionID)
 	switch {
 	case isNotFound(err):
@@ -189,7 +189,7 @@ func (s *Server) submitScore(w http.ResponseWriter, r *http.Request) error {
 			// The id and the session stay claimed (24 hours, the session's
 			// life): retries are 409s for a score that was never sent.
 			// Worth a look.
-			s.deps.Log.ErrorContext(r.Context(), "an unpublished score's submit id and session could not be released",
+			s.backends.Log.ErrorContext(r.Context(), "an unpublished score's submit id and session could not be released",
 				"submitId", run.SubmitID, "sessionId", run.SessionID, "err", rerr)
 		}
 		return err

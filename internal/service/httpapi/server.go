@@ -49,9 +49,9 @@ type Config struct {
 	UsageBatchMax int // most usages a POST /v1/agent/usage/batch takes; 0 = UsageBatchMaxDefault
 }
 
-// Deps are the services the platform and its endpoints use. cmd/api builds
+// Backends are the services the platform and its endpoints use. cmd/api builds
 // them; the server constructs no domain service of its own.
-type Deps struct {
+type Backends struct {
 	DB        *gorm.DB
 	Redis     *store.Redis
 	Publisher *messaging.Publisher      // nil: every publish is a 503
@@ -87,7 +87,7 @@ type Route struct {
 // Server serves the routes with the platform around them.
 type Server struct {
 	cfg      Config
-	deps     Deps
+	backends Backends
 	router   chi.Router
 	served   []Route
 	metrics  *httpMetrics
@@ -97,11 +97,11 @@ type Server struct {
 }
 
 // New returns a Server serving every route of the table in routes.go.
-func New(cfg Config, deps Deps) (*Server, error) {
+func New(cfg Config, backends Backends) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("httpapi: a JWT secret is required")
 	}
-	if deps.DB == nil || deps.Redis == nil || deps.Billing == nil || deps.Log == nil || deps.Registry == nil {
+	if backends.DB == nil || backends.Redis == nil || backends.Billing == nil || backends.Log == nil || backends.Registry == nil {
 		return nil, errors.New("httpapi: DB, Redis, Billing, Log and Registry are required")
 	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, MaxBodyDefault)
@@ -113,12 +113,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if len(cfg.CodePepper) == 0 {
 		cfg.CodePepper = derivePepper(cfg.JWTSecret)
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if backends.Now == nil {
+		backends.Now = time.Now
 	}
-	s := &Server{cfg: cfg, deps: deps, router: chi.NewRouter(), metrics: newHTTPMetrics(deps.Registry), accounts: newAccountIDs()}
-	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, deps.Now)
-	s.bans = newBanWatch(deps.DB, deps.Redis, deps.Log, deps.Registry)
+	s := &Server{cfg: cfg, backends: backends, router: chi.NewRouter(), metrics: newHTTPMetrics(backends.Registry), accounts: newAccountIDs()}
+	s.auth = newAuthenticator(cfg.JWTSecret, cfg.JWTLeeway, backends.Now)
+	s.bans = newBanWatch(backends.DB, backends.Redis, backends.Log, backends.Registry)
 	// A span per request (doc/tracing.md): it continues the caller's
 	// traceparent when the caller is trusted with Isle's traces (edge), and
 	// otherwise starts a trace of its own linked to the caller's. Then
@@ -223,11 +223,11 @@ func (s *Server) chain(rt Route) http.Handler {
 // fail answers with the error model and logs server-side failures.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status := writeError(w, err); status >= 500 {
-		s.deps.Log.ErrorContext(r.Context(), "request failed", "status", status, "err", err)
+		s.backends.Log.ErrorContext(r.Context(), "request failed", "status", status, "err", err)
 	}
 }
 
-func (s *Server) now() time.Time { return s.deps.Now() }
+func (s *Server) now() time.Time { return s.backends.Now() }
 
 // derivePepper is the email codes' HMAC key when none is configured: one
 // derived from the token key, so each deployment has its own without more

@@ -88,7 +88,7 @@ func setup(t *testing.T, o options) *testBundle {
 	require.NoError(t, err)
 	b.srv, err = httpapi.New(httpapi.Config{JWTSecret: secret, MaxBodyBytes: o.maxBody, BanCheckInterval: banPeriod, AvatarMaxBytes: o.avatarMax,
 		WallpaperMaxBytes: o.wallMax, ScoreSubmitPerMinute: o.scoreRate, Proxies: o.proxies, PublicMetrics: o.publicMetrics},
-		httpapi.Deps{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
+		httpapi.Backends{DB: b.db, Redis: b.redis, Publisher: b.pub, Billing: billing.New(b.db, b.redis), Log: log, Registry: b.reg,
 			Topology: tp, Objects: b.objects, Alipay: payKeys(t).alipay, Wechat: payKeys(t).wechat})
 	require.NoError(t, err)
 	watchCtx, stopWatch := context.WithCancel(context.Background())

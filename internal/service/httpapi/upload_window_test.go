@@ -61,7 +61,7 @@ func TestUploadFailedAfterItsWindowEndedGivesNothingBack(t *testing.T) {
 	require.NoError(t, err)
 	objects := &heldStore{Store: dir, entered: make(chan struct{}), release: make(chan struct{})}
 	clock := &testClock{now: time.Now()}
-	srv, err := httpapi.New(httpapi.Config{JWTSecret: secret}, httpapi.Deps{DB: db, Redis: r, Billing: billing.New(db, r),
+	srv, err := httpapi.New(httpapi.Config{JWTSecret: secret}, httpapi.Backends{DB: db, Redis: r, Billing: billing.New(db, r),
 		Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Objects: objects, Now: clock.Now})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)

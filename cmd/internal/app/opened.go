@@ -34,8 +34,8 @@ type PaymentProofs interface {
 	VerifyRecord(channel, rawBody string) (topology.PaymentNotify, error)
 }
 
-// Deps are a binary's open services. Fields a binary did not need are nil.
-type Deps struct {
+// Opened is what Open opened for a binary. Fields it did not need are nil.
+type Opened struct {
 	DB       *gorm.DB
 	Redis    *store.Redis
 	AMQP     *amqp.Connection
@@ -48,9 +48,9 @@ type Deps struct {
 // parsed), MySQL (schema checked), Redis (volatile keys cleaned), RabbitMQ
 // (topology declared, or ensured). On error it closes whatever it had
 // opened.
-func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
-	d := &Deps{}
-	fail := func(err error) (*Deps, error) {
+func Open(ctx context.Context, log *slog.Logger, n Needs) (*Opened, error) {
+	d := &Opened{}
+	fail := func(err error) (*Opened, error) {
 		_ = d.Close()
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func Open(ctx context.Context, log *slog.Logger, n Needs) (*Deps, error) {
 }
 
 // Checks are the /healthz checks of the opened services.
-func (d *Deps) Checks() []Check {
+func (d *Opened) Checks() []Check {
 	var cs []Check
 	if d.DB != nil {
 		cs = append(cs, Check{Name: "mysql", Fn: func(ctx context.Context) error { return store.PingMySQL(ctx, d.DB) }})
@@ -112,7 +112,7 @@ func (d *Deps) Checks() []Check {
 }
 
 // Close closes everything in reverse order of opening.
-func (d *Deps) Close() error {
+func (d *Opened) Close() error {
 	var errs []error
 	for i := len(d.closers) - 1; i >= 0; i-- {
 		errs = append(errs, d.closers[i]())
