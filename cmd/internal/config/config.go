@@ -79,10 +79,15 @@ func loadTracing(l *loader) Tracing {
 	}
 	exporter := l.OneOf("OTEL_TRACES_EXPORTER", "otlp", []string{"otlp", "none"},
 		"OpenTelemetry: otlp exports spans when an endpoint is set; none exports nothing whatever is set.")
-	l.OneOf("OTEL_TRACES_SAMPLER", "parentbased_always_on",
+	sampler := l.OneOf("OTEL_TRACES_SAMPLER", "parentbased_always_on",
 		[]string{"always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"},
 		"OpenTelemetry: which traces are recorded; a parent-based sampler follows the sampled flag of an incoming traceparent (the Spring side's decision).")
-	l.String("OTEL_TRACES_SAMPLER_ARG", "", "OpenTelemetry: the sampler's argument, e.g. 0.1 for traceidratio (a tenth of the traces).")
+	arg := l.String("OTEL_TRACES_SAMPLER_ARG", "",
+		"OpenTelemetry: the ratio of the traceidratio samplers, 0..1, e.g. 0.1 for a tenth of the traces; empty is 1. The other samplers take none.")
+	// The SDK reads a ratio it cannot parse, or one outside 0..1, as 1.
+	if v, err := strconv.ParseFloat(arg, 64); arg != "" && strings.HasSuffix(sampler, "traceidratio") && (err != nil || !(v >= 0 && v <= 1)) {
+		l.failf("OTEL_TRACES_SAMPLER_ARG", arg, "want a ratio 0..1 (e.g. 0.1) for %s", sampler)
+	}
 	return Tracing{
 		Export:  exporter == "otlp" && (endpoint != "" || traces != ""),
 		Service: l.String("OTEL_SERVICE_NAME", "", "OpenTelemetry: service.name of the binary's spans; empty: isle- and the binary's name (isle-api, isle-worker, ...)."),

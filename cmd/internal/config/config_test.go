@@ -369,3 +369,25 @@ func TestWorkerSubscriber(t *testing.T) {
 	_, err = config.LoadWorker(env(map[string]string{"WORKER_SUBSCRIBER": "watermill"}))
 	require.ErrorContains(t, err, `WORKER_SUBSCRIBER="watermill": want one of isle, watermill-amqp`)
 }
+
+func TestTracingSamplerRatioIsChecked(t *testing.T) {
+	t.Parallel()
+	// The SDK takes a ratio it cannot read as 1: every trace recorded, with
+	// nothing said at start. The loader refuses it with the rest.
+	for arg, want := range map[string]string{
+		"%!g(int=0)": `OTEL_TRACES_SAMPLER_ARG="%!g(int=0)": want a ratio 0..1 (e.g. 0.1) for parentbased_traceidratio`,
+		"10":         `OTEL_TRACES_SAMPLER_ARG="10": want a ratio 0..1`,
+		"-0.5":       `OTEL_TRACES_SAMPLER_ARG="-0.5": want a ratio 0..1`,
+		"NaN":        `OTEL_TRACES_SAMPLER_ARG="NaN": want a ratio 0..1`,
+	} {
+		_, err := config.LoadWorker(env(map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": arg}))
+		require.ErrorContains(t, err, want, arg)
+	}
+	for _, arg := range []string{"0", "0.1", "1", ""} {
+		_, err := config.LoadWorker(env(map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": arg}))
+		require.NoError(t, err, arg)
+	}
+	// The other samplers take no argument: the SDK ignores it.
+	_, err := config.LoadWorker(env(map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_always_on", "OTEL_TRACES_SAMPLER_ARG": "x"}))
+	require.NoError(t, err)
+}
