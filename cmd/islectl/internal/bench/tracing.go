@@ -81,10 +81,12 @@ func (r *run) tracing(ctx context.Context) error {
 	sides := []arm{{"off", "", nil, &off}, {"sampled", sink.url, sampled, &samp}, {"on", sink.url, every, &on}}
 	for round := range tracingRounds {
 		for _, side := range sides {
+			exports, bytes := sink.requests.Load(), sink.bytes.Load()
 			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint, side.sampler...)
 			if err != nil {
 				return err
 			}
+			r.logf("  exported during it and its warm-up: %d requests, %d KiB", sink.requests.Load()-exports, (sink.bytes.Load()-bytes)>>10)
 			*side.runs = append(*side.runs, e)
 		}
 		// The next round runs the sides in the reverse order: the run slows
