@@ -85,8 +85,10 @@ func loadTracing(l *loader) Tracing {
 	arg := l.String("OTEL_TRACES_SAMPLER_ARG", "",
 		"OpenTelemetry: the ratio of the traceidratio samplers, 0..1, e.g. 0.1 for a tenth of the traces; empty is 1. The other samplers take none.")
 	// The SDK reads a ratio it cannot parse, or one outside 0..1, as 1.
-	if v, err := strconv.ParseFloat(arg, 64); arg != "" && strings.HasSuffix(sampler, "traceidratio") && (err != nil || !(v >= 0 && v <= 1)) {
-		l.failf("OTEL_TRACES_SAMPLER_ARG", arg, "want a ratio 0..1 (e.g. 0.1) for %s", sampler)
+	if arg != "" && strings.HasSuffix(sampler, "traceidratio") {
+		if v, err := strconv.ParseFloat(arg, 64); err != nil || !(v >= 0 && v <= 1) {
+			l.failf("OTEL_TRACES_SAMPLER_ARG", arg, "want a ratio 0..1 (e.g. 0.1) for %s", sampler)
+		}
 	}
 	return Tracing{
 		Export:  exporter == "otlp" && (endpoint != "" || traces != ""),

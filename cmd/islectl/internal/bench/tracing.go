@@ -79,14 +79,29 @@ func (r *run) tracing(ctx context.Context) error {
 		runs           *[]EndToEnd
 	}
 	sides := []arm{{"off", "", nil, &off}, {"sampled", sink.url, sampled, &samp}, {"on", sink.url, every, &on}}
+	// restart stops the processes of the run before, which flush their last
+	// spans as they stop, and starts them again with env; it logs what the
+	// stopped processes exported, from their start to their stop.
+	var stopped string
+	var exports, bytes int64
+	restart := func(next string, env ...string) error {
+		err := r.fleet.restartAPIAndWorker(ctx, env...)
+		if stopped != "" {
+			r.logf("tracing: %s exported %d requests, %d KiB", stopped, sink.requests.Load()-exports, (sink.bytes.Load()-bytes)>>10)
+		}
+		stopped, exports, bytes = next, sink.requests.Load(), sink.bytes.Load()
+		return err
+	}
 	for round := range tracingRounds {
 		for _, side := range sides {
-			exports, bytes := sink.requests.Load(), sink.bytes.Load()
-			e, err := r.tracedEndToEnd(ctx, fmt.Sprintf("e2e-tracing-%s-%d", side.name, round), side.endpoint, side.sampler...)
+			phase := fmt.Sprintf("e2e-tracing-%s-%d", side.name, round)
+			if err := restart(phase, append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + side.endpoint}, side.sampler...)...); err != nil {
+				return err
+			}
+			e, err := r.warmedEndToEnd(ctx, phase, side.endpoint)
 			if err != nil {
 				return err
 			}
-			r.logf("  exported during it and its warm-up: %d requests, %d KiB", sink.requests.Load()-exports, (sink.bytes.Load()-bytes)>>10)
 			*side.runs = append(*side.runs, e)
 		}
 		// The next round runs the sides in the reverse order: the run slows
@@ -95,7 +110,7 @@ func (r *run) tracing(ctx context.Context) error {
 		// position is the same.
 		slices.Reverse(sides)
 	}
-	if err := r.fleet.restartAPIAndWorker(ctx, "OTEL_EXPORTER_OTLP_ENDPOINT="); err != nil {
+	if err := restart("", "OTEL_EXPORTER_OTLP_ENDPOINT="); err != nil {
 		return err
 	}
 	t.Rounds, t.SampleRatio = tracingRounds, TracingSampleRatio
@@ -113,14 +128,10 @@ func (r *run) tracing(ctx context.Context) error {
 	return nil
 }
 
-// tracedEndToEnd starts the api and the worker again exporting to endpoint
-// (none when empty) with the sampler settings of env, warms them up with a
-// tenth of the requests, unmeasured, then runs the end-to-end phase as
-// phase.
-func (r *run) tracedEndToEnd(ctx context.Context, phase, endpoint string, env ...string) (EndToEnd, error) {
-	if err := r.fleet.restartAPIAndWorker(ctx, append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint}, env...)...); err != nil {
-		return EndToEnd{}, err
-	}
+// warmedEndToEnd warms the api and the worker just started (exporting to
+// endpoint, none when empty) up with a tenth of the requests, unmeasured,
+// then runs the end-to-end phase as phase.
+func (r *run) warmedEndToEnd(ctx context.Context, phase, endpoint string) (EndToEnd, error) {
 	l := closedLoop(ctx, r.cfg.E2EInFlight, int64(max(r.cfg.Requests/10, 1)), 5*time.Minute, r.usage(phase+"-warm"))
 	if l.OK == 0 {
 		return EndToEnd{}, fmt.Errorf("bench: tracing: warm-up: no request succeeded: %s", l.FirstErr)
